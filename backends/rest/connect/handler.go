@@ -229,9 +229,10 @@ func decoder(body []byte) func(any) error {
 	}
 }
 
-// toStatus converts an implementation's error: a status (even wrapped) keeps its code and
-// message, a bare context error becomes canceled or deadline_exceeded, anything else is
-// internal and logged, because a CSI service should only return statuses.
+// toStatus converts an implementation's error: a status keeps its code and message (a
+// wrapped one keeps its code, with the whole error text as message, as in grpc-go), a bare
+// context error becomes canceled or deadline_exceeded, and anything else is internal with
+// its text as message, and logged, because a CSI service should only return statuses.
 func (h *handler) toStatus(path string, err error) *status.Status {
 	if st, ok := status.FromError(err); ok {
 		return st
