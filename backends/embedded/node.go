@@ -1,11 +1,174 @@
 package embedded
 
-import "github.com/container-storage-interface/spec/lib/go/csi"
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 
-// nodeService is the CSI Node service.
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// nodeService is the CSI Node service of the appliance. NodeStageVolume attaches a volume's
+// image to a loop device and either mounts it (an ext4 file system, made on first use) on the
+// staging path or, for a block volume, bind-mounts the device onto a file in the staging
+// directory; NodePublishVolume bind-mounts the staged file system or device onto the target.
+//
+// The kernel is the record of what is staged and published: the mount table and the loop
+// devices say what exists, so a restart of the process loses nothing and a reboot leaves
+// nothing stale. What the kernel cannot tell, the exact capability a stage or publish was made
+// with, is remembered in memory (see nodeRecords) and only sharpens the idempotency checks.
+//
+// Calls for one volume run one at a time (locks); calls for different volumes run in parallel.
+// The appliance's state lock is held only to read a volume's record, never while a tool runs.
+// A process that cannot mount fails every call that must mount with FAILED_PRECONDITION; it
+// never pretends. Safe for concurrent use.
 type nodeService struct {
 	csi.UnimplementedNodeServer
-	a *Appliance
+	a       *Appliance
+	locks   *keyedLock
+	records *nodeRecords
+
+	// canMount says why this process cannot mount, or returns nil. Tests replace it.
+	canMount func() error
+	// lookPath finds an executable, like exec.LookPath. Tests replace it.
+	lookPath func(name string) (string, error)
 }
 
-func newNodeService(a *Appliance) *nodeService { return &nodeService{a: a} }
+func newNodeService(a *Appliance) *nodeService {
+	return &nodeService{
+		a:        a,
+		locks:    newKeyedLock(),
+		records:  newNodeRecords(),
+		canMount: euidCanMount,
+		lookPath: lookPathOrSbin,
+	}
+}
+
+var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
+	csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+}
+
+func (n *nodeService) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	caps := make([]*csi.NodeServiceCapability, 0, len(nodeCapabilities))
+	for _, t := range nodeCapabilities {
+		caps = append(caps, &csi.NodeServiceCapability{
+			Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}},
+		})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+func (n *nodeService) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{
+		NodeId:             n.a.cfg.NodeID,
+		MaxVolumesPerNode:  n.a.cfg.MaxVolumesPerNode,
+		AccessibleTopology: n.a.topology(),
+	}, nil
+}
+
+// errNeedsRoot is why a process that is not root cannot serve the calls that mount.
+var errNeedsRoot = errors.New("this appliance's node service needs root (CAP_SYS_ADMIN) to mount; run it as root or route Node calls to a node driver")
+
+// euidCanMount is the default canMount: only root may attach loop devices and mount.
+func euidCanMount() error {
+	if err := platformCanMount(); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errNeedsRoot
+	}
+	return nil
+}
+
+// lookPathOrSbin is exec.LookPath that also tries the sbin folders, which a non-login PATH
+// often lacks although mkfs.ext4, losetup and friends live there.
+func lookPathOrSbin(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		if p, err2 := exec.LookPath(filepath.Join(dir, name)); err2 == nil {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
+// nodeVolume is what the node service needs of a volume's record.
+type nodeVolume struct {
+	id            string
+	image         string
+	capacityBytes int64
+}
+
+// volume reads volume id's record, or fails with NOT_FOUND. It holds the appliance's state
+// lock only while it copies the record.
+func (n *nodeService) volume(id string) (nodeVolume, error) {
+	var out nodeVolume
+	err := n.a.view(func(s *state) error {
+		v := s.Volumes[id]
+		if v == nil {
+			return notFound("volume", id)
+		}
+		out = nodeVolume{id: id, image: n.a.images.volumePath(id), capacityBytes: v.CapacityBytes}
+		return nil
+	})
+	return out, err
+}
+
+// lockVolume waits until no other call works on volume id, or until ctx ends.
+func (n *nodeService) lockVolume(ctx context.Context, id string) (unlock func(), err error) {
+	unlock, err = n.locks.lock(ctx, id)
+	if err != nil {
+		return nil, status.Errorf(status.FromContextError(err).Code(), "node: another call on volume %s is still running and this one's deadline passed; retry", id)
+	}
+	return unlock, nil
+}
+
+// mayMount fails with FAILED_PRECONDITION when this process cannot mount or lacks a tool the
+// call will run, before the call changes anything.
+func (n *nodeService) mayMount(tools ...string) error {
+	if err := n.canMount(); err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	for _, t := range tools {
+		if _, err := n.tool(t); err != nil {
+			return nodeStatus(err)
+		}
+	}
+	return nil
+}
+
+// nodeStatus turns an error of the node's machinery into the status an RPC returns: a status
+// keeps its code; a missing tool, or a mount or tool the kernel refused (EPERM, "permission
+// denied"), is FAILED_PRECONDITION, since retrying cannot help until the host changes;
+// anything else is INTERNAL.
+func nodeStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var missing *missingToolError
+	var tool *toolError
+	switch {
+	case errors.As(err, &missing):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.As(err, &tool) && tool.denied():
+		return status.Errorf(codes.FailedPrecondition, "node: %v: %v", err, errNeedsRoot)
+	case errors.Is(err, errNeedsRoot):
+		return status.Errorf(codes.FailedPrecondition, "node: %v", err)
+	case errors.Is(err, os.ErrPermission):
+		return status.Errorf(codes.FailedPrecondition, "node: %v: %v", err, errNeedsRoot)
+	}
+	return status.Errorf(codes.Internal, "node: %v", err)
+}

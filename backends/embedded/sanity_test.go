@@ -21,7 +21,7 @@ func TestSanity(t *testing.T) {
 			t.Skip("csi-sanity's node specs mount volumes: run the tests as root")
 		}
 		dir := t.TempDir()
-		a, err := embedded.Open(embedded.Config{DataDir: filepath.Join(dir, "data")}, nil)
+		a, err := embedded.Open(embedded.Config{DataDir: filepath.Join(dir, "data"), MaxVolumesPerNode: 4}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,6 +46,7 @@ func TestSanity(t *testing.T) {
 		cfg.TestVolumeParameters = map[string]string{"tier": "standard"}
 		cfg.TestVolumeMutableParameters = map[string]string{"tier": "premium"}
 		cfg.IdempotentCount = 3
+		cfg.TestNodeVolumeAttachLimit = true
 		sanity.Test(t, cfg)
 	})
 }

@@ -106,7 +106,7 @@ func (c *controllerServer) DeleteSnapshot(_ context.Context, req *csi.DeleteSnap
 			return nil // already gone: OK
 		}
 		if sn.GroupSnapshotID != "" {
-			return status.Errorf(codes.FailedPrecondition, "snapshot %s is part of group snapshot %s; delete the group snapshot instead", id, sn.GroupSnapshotID)
+			return status.Errorf(codes.InvalidArgument, "snapshot %s is part of group snapshot %s; delete the group snapshot instead", id, sn.GroupSnapshotID)
 		}
 		delete(s.Snapshots, id)
 		deleted = true

@@ -106,9 +106,18 @@ func TestUnknownIDs(t *testing.T) {
 	wantCode(t, err, codes.NotFound)
 	// Deletes and unpublishes of what does not exist succeed: the spec's idempotency.
 	for name, call := range map[string]func() error{
-		"DeleteVolume":              func() error { _, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "vol-missing"}); return err },
-		"DeleteSnapshot":            func() error { _, err := c.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: "snap-missing"}); return err },
-		"ControllerUnpublishVolume": func() error { _, err := c.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-missing", NodeId: "node-1"}); return err },
+		"DeleteVolume": func() error {
+			_, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "vol-missing"})
+			return err
+		},
+		"DeleteSnapshot": func() error {
+			_, err := c.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: "snap-missing"})
+			return err
+		},
+		"ControllerUnpublishVolume": func() error {
+			_, err := c.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-missing", NodeId: "node-1"})
+			return err
+		},
 	} {
 		if err := call(); err != nil {
 			t.Errorf("%s of a missing object: %v, want OK", name, err)

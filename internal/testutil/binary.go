@@ -56,6 +56,7 @@ type Process struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{}
+	err  error // the exit status, once done is closed
 }
 
 // Start runs the binary with args and stops it (SIGKILL) when the test ends, if still running.
@@ -66,7 +67,7 @@ func Start(t testing.TB, args ...string) *Process {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.cmd.Wait(); close(p.done) }()
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.Kill() })
 	return p
 }
@@ -75,6 +76,19 @@ func Start(t testing.TB, args ...string) *Process {
 func (p *Process) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits up to timeout for the process to exit and returns its exit error (nil for 0).
+func (p *Process) Wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("still running after %v", timeout)
+	}
 }
 
 // Output returns everything the process wrote so far.

@@ -48,7 +48,7 @@ func SanitySummary(out []byte) string {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
+		l := strings.TrimSpace(ansiEscape.ReplaceAllString(sc.Text(), ""))
 		if strings.HasPrefix(l, "Ran ") || strings.Contains(l, "Passed |") {
 			lines = append(lines, l)
 		}
@@ -58,6 +58,9 @@ func SanitySummary(out []byte) string {
 	}
 	return strings.Join(lines, " ")
 }
+
+// ansiEscape matches the colour codes Ginkgo writes.
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 // tail returns the last n lines of out.
 func tail(out []byte, n int) string {

@@ -8,9 +8,10 @@
 // an appliance vendor who implements it by hand.
 //
 // The package holds what both ends share, the table between gRPC codes, Connect code names
-// and HTTP statuses (codes.go), and the server side (handler.go): an http.Handler that serves
-// any set of ordinary gRPC service implementations over this protocol, so the reference
-// appliance can be reached over HTTP. The client side that the rest backend uses comes later.
+// and HTTP statuses (codes.go), and the server side (handler.go, with request parsing in
+// request.go and error answers in errors.go): an http.Handler that serves any set of
+// ordinary gRPC service implementations over this protocol, so the reference appliance can
+// be reached over HTTP. The client side that the rest backend uses comes later.
 //
 // The package refuses what the gateway does not need: binary protobuf bodies, GET requests,
 // compression, streaming methods and error details are not served. It does no

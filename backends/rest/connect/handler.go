@@ -2,25 +2,16 @@ package connect
 
 import (
 	"bytes"
-	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"mime"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
-	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -180,16 +171,6 @@ func (h *handler) unknownPath(w http.ResponseWriter, path string) {
 	writeError(w, http.StatusNotFound, status.New(codes.Unimplemented, msg))
 }
 
-// isJSON reports whether a Content-Type names application/json, with no charset or utf-8.
-func isJSON(contentType string) bool {
-	mt, params, err := mime.ParseMediaType(contentType)
-	if err != nil || mt != "application/json" {
-		return false
-	}
-	cs, ok := params["charset"]
-	return !ok || strings.EqualFold(cs, "utf-8")
-}
-
 // readBody reads the whole body within the limit; a failure comes with its HTTP status.
 func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, *status.Status) {
 	tooLarge := status.Newf(codes.ResourceExhausted,
@@ -229,21 +210,6 @@ func decoder(body []byte) func(any) error {
 	}
 }
 
-// toStatus converts an implementation's error: a status keeps its code and message (a
-// wrapped one keeps its code, with the whole error text as message, as in grpc-go), a bare
-// context error becomes canceled or deadline_exceeded, and anything else is internal with
-// its text as message, and logged, because a CSI service should only return statuses.
-func (h *handler) toStatus(path string, err error) *status.Status {
-	if st, ok := status.FromError(err); ok {
-		return st
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.FromContextError(err)
-	}
-	h.cfg.log.Error("connect: method returned a non-status error; answering internal", "path", path, "error", err)
-	return status.New(codes.Internal, err.Error())
-}
-
 func (h *handler) writeResponse(w http.ResponseWriter, path string, resp any) {
 	msg, ok := resp.(proto.Message)
 	if !ok {
@@ -260,100 +226,4 @@ func (h *handler) writeResponse(w http.ResponseWriter, path string, resp any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out) // a failed write means the client went away; nobody is left to tell
-}
-
-// wireError is the Connect error body. Details are never sent.
-type wireError struct {
-	Code    string `json:"code"`
-	Message string `json:"message,omitempty"`
-}
-
-// writeStatus answers st with the HTTP status the code table gives it.
-func writeStatus(w http.ResponseWriter, st *status.Status) {
-	writeError(w, HTTPStatus(st.Code()), st)
-}
-
-// writeError answers st with httpStatus. A google.rpc.RetryInfo detail, the only detail
-// looked at, becomes a Retry-After header in whole seconds, rounded up.
-func writeError(w http.ResponseWriter, httpStatus int, st *status.Status) {
-	body, _ := json.Marshal(wireError{Code: CodeName(st.Code()), Message: st.Message()}) // cannot fail: two strings
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
-			secs := math.Ceil(ri.GetRetryDelay().AsDuration().Seconds())
-			w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatus)
-	_, _ = w.Write(body)
-}
-
-// hopByHop are headers about the HTTP connection or the body framing, not the call; they
-// never become metadata. Headers starting with "connect-" are the protocol's own.
-var hopByHop = map[string]bool{
-	"connection": true, "keep-alive": true, "proxy-connection": true, "proxy-authenticate": true,
-	"proxy-authorization": true, "te": true, "trailer": true, "transfer-encoding": true,
-	"upgrade": true, "content-length": true, "content-type": true,
-}
-
-// requestContext derives the call's context from the request: its deadline from
-// Connect-Timeout-Ms and its incoming metadata from the headers. The returned cancel must
-// always be called. A malformed header yields an invalid_argument status.
-func requestContext(r *http.Request) (context.Context, context.CancelFunc, *status.Status) {
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if v, ok := r.Header["Connect-Timeout-Ms"]; ok {
-		d, err := parseTimeout(v)
-		if err != nil {
-			return ctx, cancel, status.Newf(codes.InvalidArgument, "connect: Connect-Timeout-Ms: %v", err)
-		}
-		ctx, cancel = context.WithTimeout(ctx, d)
-	}
-	if v, ok := r.Header["Connect-Protocol-Version"]; ok && (len(v) != 1 || v[0] != "1") {
-		return ctx, cancel, status.Newf(codes.InvalidArgument, "connect: Connect-Protocol-Version %q is not supported; send 1", v)
-	}
-	skip := make(map[string]bool)
-	for _, v := range r.Header.Values("Connection") {
-		for f := range strings.SplitSeq(v, ",") {
-			skip[strings.ToLower(strings.TrimSpace(f))] = true
-		}
-	}
-	md := metadata.MD{}
-	for k, vs := range r.Header {
-		key := strings.ToLower(k)
-		if hopByHop[key] || skip[key] || strings.HasPrefix(key, "connect-") {
-			continue
-		}
-		for _, v := range vs {
-			if strings.HasSuffix(key, "-bin") {
-				b, err := decodeBinaryHeader(v)
-				if err != nil {
-					return ctx, cancel, status.Newf(codes.InvalidArgument, "connect: header %s is not base64: %v", k, err)
-				}
-				v = string(b)
-			}
-			md[key] = append(md[key], v)
-		}
-	}
-	return metadata.NewIncomingContext(ctx, md), cancel, nil
-}
-
-// parseTimeout parses the protocol's Timeout-Milliseconds: a positive integer of at most 10
-// ASCII digits.
-func parseTimeout(v []string) (time.Duration, error) {
-	if len(v) != 1 || len(v[0]) == 0 || len(v[0]) > 10 || strings.Trim(v[0], "0123456789") != "" {
-		return 0, fmt.Errorf("%q is not a positive integer of at most 10 digits", v)
-	}
-	ms, _ := strconv.ParseInt(v[0], 10, 64) // cannot fail: at most 10 digits
-	if ms == 0 {
-		return 0, errors.New("must be positive")
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// decodeBinaryHeader decodes a "-bin" header value, padded or not, as the protocol requires.
-func decodeBinaryHeader(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
 }
