@@ -10,7 +10,7 @@ import (
 )
 
 // controllerServer is the CSI Controller service. Its methods live in volumes.go,
-// publish.go and snapshots.go.
+// publish.go, snapshots.go and health.go.
 type controllerServer struct {
 	csi.UnimplementedControllerServer
 	a *Appliance
@@ -31,6 +31,8 @@ var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH, // the spec requires GET_VOLUME_HEALTH with it
 }
 
 func (c *controllerServer) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {

@@ -13,6 +13,11 @@
 // section of the CSI spec requires. Node calls mount for real (bind mounts, loop devices) and
 // fail with FAILED_PRECONDITION when the process cannot mount; they never pretend.
 //
+// Health is reported from what the appliance can observe: the controller checks each volume's
+// image (present, readable, as large as recorded), the node checks that a volume is still
+// mounted, from a loop device of its image, where it was staged or published, and that the
+// data directory's file system is reachable, writable and roomy enough for the sparse images.
+//
 // An Appliance is safe for concurrent use. It refuses to be a gateway: it knows nothing of
 // routing, tenants or other backends.
 package embedded

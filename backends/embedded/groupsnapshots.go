@@ -66,7 +66,7 @@ func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req
 			if err := groupSnapshotCompatible(s, gs, req); err != nil {
 				return err
 			}
-			out = csiGroupSnapshot(s, gs)
+			out = a.csiGroupSnapshot(s, gs)
 			return nil
 		}
 		if err := checkSnapshotTogether(s, req.GetSourceVolumeIds()); err != nil {
@@ -90,7 +90,7 @@ func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req
 			gs.SnapshotIDs = append(gs.SnapshotIDs, sn.ID)
 		}
 		s.GroupSnapshots[gs.ID] = gs
-		out = csiGroupSnapshot(s, gs)
+		out = a.csiGroupSnapshot(s, gs)
 		return nil
 	})
 	if err != nil {
@@ -197,7 +197,7 @@ func (g *groupControllerServer) GetVolumeGroupSnapshot(_ context.Context, req *c
 		if err := checkMembers(gs, req.GetSnapshotIds()); err != nil {
 			return err
 		}
-		out = csiGroupSnapshot(s, gs)
+		out = g.a.csiGroupSnapshot(s, gs)
 		return nil
 	})
 	if err != nil {
@@ -217,7 +217,7 @@ func checkMembers(gs *groupSnapshot, ids []string) error {
 }
 
 // csiGroupSnapshot renders a group snapshot with its members in creation order.
-func csiGroupSnapshot(s *state, gs *groupSnapshot) *csi.VolumeGroupSnapshot {
+func (a *Appliance) csiGroupSnapshot(s *state, gs *groupSnapshot) *csi.VolumeGroupSnapshot {
 	out := &csi.VolumeGroupSnapshot{
 		GroupSnapshotId: gs.ID,
 		CreationTime:    timestamppb.New(gs.CreatedAt),
@@ -229,7 +229,7 @@ func csiGroupSnapshot(s *state, gs *groupSnapshot) *csi.VolumeGroupSnapshot {
 			out.ReadyToUse = false // cannot happen: members leave only with their group
 			continue
 		}
-		m := csiSnapshot(sn)
+		m := a.csiSnapshot(sn)
 		out.Snapshots = append(out.Snapshots, m)
 		out.ReadyToUse = out.ReadyToUse && m.GetReadyToUse()
 	}

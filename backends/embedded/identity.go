@@ -30,6 +30,9 @@ func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 		service(csi.PluginCapability_Service_CONTROLLER_SERVICE),
 		service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
 		service(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
+		// Every snapshot carries the appliance's one zone as its accessible_topology, which
+		// the spec allows only with this capability.
+		service(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS),
 		{Type: &csi.PluginCapability_VolumeExpansion_{VolumeExpansion: &csi.PluginCapability_VolumeExpansion{
 			Type: csi.PluginCapability_VolumeExpansion_ONLINE,
 		}}},

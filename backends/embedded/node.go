@@ -53,6 +53,8 @@ var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH,
 }
 
 func (n *nodeService) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {

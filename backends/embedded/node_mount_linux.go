@@ -184,6 +184,7 @@ func fsUsageAt(path string) (fsUsage, error) {
 		totalInodes: int64(st.Files),
 		freeInodes:  int64(st.Ffree),
 		usedInodes:  int64(st.Files - st.Ffree),
+		readonly:    st.Flags&unix.ST_RDONLY != 0,
 	}, nil
 }
 

@@ -2,6 +2,8 @@ package embedded
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -49,6 +51,14 @@ func (r *nodeRecords) publication(id, path string) (nodeUse, bool) {
 }
 func (r *nodeRecords) setPublication(id, path string, u nodeUse) { r.set(r.published, id, path, u) }
 func (r *nodeRecords) dropPublication(id, path string)           { r.drop(r.published, id, path) }
+
+// paths lists, sorted, the staging and target paths this process staged and published volume
+// id at and has not undone.
+func (r *nodeRecords) paths(id string) (staged, published []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.staged[id])), slices.Sorted(maps.Keys(r.published[id]))
+}
 
 func (r *nodeRecords) get(m map[string]map[string]nodeUse, id, path string) (nodeUse, bool) {
 	r.mu.Lock()

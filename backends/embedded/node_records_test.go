@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -40,6 +41,13 @@ func TestNodeRecords(t *testing.T) {
 	}
 	r.setPublication("vol-1", "/t1", nodeUse{capability: mountCap(snw)})
 	r.setPublication("vol-1", "/t2", nodeUse{capability: mountCap(snw)})
+	staged, published := r.paths("vol-1")
+	if !slices.Equal(staged, []string{"/s"}) || !slices.Equal(published, []string{"/t1", "/t2"}) {
+		t.Errorf("paths = %v, %v; want [/s], [/t1 /t2]", staged, published)
+	}
+	if staged, published := r.paths("vol-2"); len(staged)+len(published) != 0 {
+		t.Errorf("paths of an unknown volume = %v, %v; want none", staged, published)
+	}
 	r.dropPublication("vol-1", "/t1")
 	if _, ok := r.publication("vol-1", "/t1"); ok {
 		t.Error("dropped publication still recorded")

@@ -13,6 +13,7 @@ import (
 type fsUsage struct {
 	totalBytes, availBytes, usedBytes   int64
 	totalInodes, freeInodes, usedInodes int64
+	readonly                            bool // mounted read-only (ST_RDONLY)
 }
 
 // NodeGetVolumeStats reports the usage of a volume where it is staged or published: bytes and

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"google.golang.org/grpc"
 
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
@@ -21,7 +20,7 @@ func TestSanity(t *testing.T) {
 			t.Skip("csi-sanity's node specs mount volumes: run the tests as root")
 		}
 		dir := t.TempDir()
-		a, err := embedded.Open(embedded.Config{DataDir: filepath.Join(dir, "data"), MaxVolumesPerNode: 4}, nil)
+		a, err := embedded.Open(embedded.Config{DataDir: filepath.Join(dir, "data"), MaxVolumesPerNode: testutil.ApplianceMaxVolumesPerNode}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,17 +35,6 @@ func TestSanity(t *testing.T) {
 		go srv.Serve(lis)
 		t.Cleanup(srv.Stop)
 
-		cfg := sanity.NewTestConfig()
-		cfg.Address = "unix://" + sock
-		cfg.TargetPath = filepath.Join(dir, "target")
-		cfg.StagingPath = filepath.Join(dir, "staging")
-		cfg.TestVolumeAccessType = accessType
-		cfg.TestVolumeSize = 64 << 20
-		cfg.TestVolumeExpandSize = 128 << 20
-		cfg.TestVolumeParameters = map[string]string{"tier": "standard"}
-		cfg.TestVolumeMutableParameters = map[string]string{"tier": "premium"}
-		cfg.IdempotentCount = 3
-		cfg.TestNodeVolumeAttachLimit = true
-		sanity.Test(t, cfg)
+		testutil.RunSanity(t, testutil.ApplianceSanityConfig(dir, "unix://"+sock, accessType))
 	})
 }

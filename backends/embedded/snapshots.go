@@ -29,6 +29,11 @@ func (c *controllerServer) CreateSnapshot(_ context.Context, req *csi.CreateSnap
 	if err := checkMap("secrets", req.GetSecrets()); err != nil {
 		return nil, err
 	}
+	// Every snapshot is usable from the appliance's one zone only, an existing one too: a
+	// requisite without that zone is refused, repeated call or not.
+	if err := a.checkAccessibility(req.GetAccessibilityRequirements()); err != nil {
+		return nil, err
+	}
 	var out *snapshot
 	var createdImage string
 	err := a.update(func(s *state) error {
@@ -54,7 +59,7 @@ func (c *controllerServer) CreateSnapshot(_ context.Context, req *csi.CreateSnap
 		}
 		return nil, err
 	}
-	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(out)}, nil
+	return &csi.CreateSnapshotResponse{Snapshot: a.csiSnapshot(out)}, nil
 }
 
 // cutSnapshot copies the image of volume volID into a new snapshot named name, adds it to s
@@ -82,14 +87,17 @@ func (a *Appliance) cutSnapshot(s *state, name, volID, groupSnapshotID string) (
 	return sn, path, nil
 }
 
-func csiSnapshot(sn *snapshot) *csi.Snapshot {
+// csiSnapshot renders a snapshot record for a response. A snapshot is usable where its
+// volumes can be created: the appliance's one zone (SNAPSHOT_ACCESSIBILITY_CONSTRAINTS).
+func (a *Appliance) csiSnapshot(sn *snapshot) *csi.Snapshot {
 	return &csi.Snapshot{
-		SnapshotId:      sn.ID,
-		SourceVolumeId:  sn.SourceVolumeID,
-		SizeBytes:       sn.SizeBytes,
-		CreationTime:    timestamppb.New(sn.CreatedAt),
-		ReadyToUse:      true, // the copy is complete before the call returns
-		GroupSnapshotId: sn.GroupSnapshotID,
+		SnapshotId:         sn.ID,
+		SourceVolumeId:     sn.SourceVolumeID,
+		SizeBytes:          sn.SizeBytes,
+		CreationTime:       timestamppb.New(sn.CreatedAt),
+		ReadyToUse:         true, // the copy is complete before the call returns
+		GroupSnapshotId:    sn.GroupSnapshotID,
+		AccessibleTopology: []*csi.Topology{a.topology()},
 	}
 }
 
@@ -145,7 +153,7 @@ func (c *controllerServer) ListSnapshots(_ context.Context, req *csi.ListSnapsho
 		}
 		out = &csi.ListSnapshotsResponse{NextToken: next}
 		for _, sn := range snaps {
-			out.Entries = append(out.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(sn)})
+			out.Entries = append(out.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: c.a.csiSnapshot(sn)})
 		}
 		return nil
 	})
@@ -162,7 +170,7 @@ func (c *controllerServer) GetSnapshot(_ context.Context, req *csi.GetSnapshotRe
 		if sn == nil {
 			return notFound("snapshot", req.GetSnapshotId())
 		}
-		out = &csi.GetSnapshotResponse{Snapshot: csiSnapshot(sn)}
+		out = &csi.GetSnapshotResponse{Snapshot: c.a.csiSnapshot(sn)}
 		return nil
 	})
 	return out, err

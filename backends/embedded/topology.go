@@ -21,8 +21,9 @@ func (a *Appliance) inZone(t *csi.Topology) bool {
 	return true
 }
 
-// checkAccessibility checks CreateVolume's accessibility_requirements: well formed, and
-// satisfiable by the appliance's zone (else RESOURCE_EXHAUSTED, as the spec requires).
+// checkAccessibility checks the accessibility_requirements of CreateVolume and
+// CreateSnapshot: well formed, and satisfiable by the appliance's zone (else
+// RESOURCE_EXHAUSTED, as the error tables of both calls require).
 func (a *Appliance) checkAccessibility(req *csi.TopologyRequirement) error {
 	if req == nil {
 		return nil

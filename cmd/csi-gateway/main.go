@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newApplianceCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newVersionCommand())
 	return root.ExecuteContext(ctx)
 }
 

@@ -1,0 +1,66 @@
+package grpc
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// outgoingContext returns ctx with the caller's incoming metadata as the outgoing metadata of
+// the call to the driver, minus what belongs to one HTTP/2 hop (see forwardable). Outgoing
+// metadata the gateway already put in ctx (trace context, for one) is kept and wins over the
+// caller's value of the same key. The deadline and cancellation of ctx carry over as they are:
+// grpc sends the remaining time as grpc-timeout.
+func outgoingContext(ctx context.Context) context.Context {
+	in, _ := metadata.FromIncomingContext(ctx)
+	md := forwardable(in)
+	if out, ok := metadata.FromOutgoingContext(ctx); ok {
+		for k, v := range out {
+			md[k] = v
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// forwardable returns a copy of md without the keys that describe one HTTP/2 hop rather than
+// the call: pseudo-headers (":authority"), "content-type", "user-agent", "te", connection
+// headers, and every "grpc-*" key (grpc-timeout is carried by the deadline, the others are
+// grpc's own framing). It never returns nil.
+func forwardable(md metadata.MD) metadata.MD {
+	out := make(metadata.MD, len(md))
+	for k, v := range md {
+		if hopHeader(k) {
+			continue
+		}
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+func hopHeader(key string) bool {
+	k := strings.ToLower(key)
+	if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") {
+		return true
+	}
+	switch k {
+	case "content-type", "user-agent", "te", "host", "connection", "keep-alive",
+		"proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}
+
+// relayResponseMetadata sets the driver's response header and trailer metadata on the caller's
+// server stream found in ctx. Errors are ignored: ctx is not always a server context (Ready,
+// tests, in-process callers), and headers the caller's stream has already sent cannot change.
+func relayResponseMetadata(ctx context.Context, header, trailer metadata.MD) {
+	if md := forwardable(header); len(md) > 0 {
+		_ = grpc.SetHeader(ctx, md)
+	}
+	if md := forwardable(trailer); len(md) > 0 {
+		_ = grpc.SetTrailer(ctx, md)
+	}
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/csi-gateway/csi-gateway/proxy"
+)
+
+// Config is the whole configuration of `csi-gateway serve`, read once at start: defaults,
+// then the YAML file (--config), then CSIGW_* environment variables, then flags. Keys are
+// those of the YAML file (see docs/configuration.md); viper folds them to lower case, so
+// backend names are lower case too.
+type Config struct {
+	Listeners []ListenerConfig         `mapstructure:"listeners"`
+	Backends  map[string]BackendConfig `mapstructure:"backends"`
+	Routes    []proxy.Route            `mapstructure:"routes"`
+	Logging   LoggingConfig            `mapstructure:"logging"`
+	Redaction RedactionConfig          `mapstructure:"redaction"`
+	Shutdown  ShutdownConfig           `mapstructure:"shutdown"`
+}
+
+// ListenerConfig is one socket the gateway serves CSI on.
+type ListenerConfig struct {
+	Endpoint   string   `mapstructure:"endpoint"`
+	SocketMode string   `mapstructure:"socketMode"`
+	AllowUIDs  []uint32 `mapstructure:"allowUIDs"`
+	AllowGIDs  []uint32 `mapstructure:"allowGIDs"`
+}
+
+// BackendConfig is one backend; which fields apply depends on Type.
+type BackendConfig struct {
+	Type string `mapstructure:"type"` // grpc | rest | embedded
+	// grpc
+	Target string `mapstructure:"target"`
+	// rest
+	URLs     []string    `mapstructure:"urls"`
+	Protocol string      `mapstructure:"protocol"`
+	Retry    RetryConfig `mapstructure:"retry"`
+	// embedded
+	DataDir    string   `mapstructure:"dataDir"`
+	DriverName string   `mapstructure:"driverName"`
+	NodeID     string   `mapstructure:"nodeId"`
+	KnownNodes []string `mapstructure:"knownNodes"`
+	Zone       string   `mapstructure:"zone"`
+	Capacity   int64    `mapstructure:"capacityBytes"`
+	// MaxVolumesPerNode caps publications per node (0 = no limit).
+	MaxVolumesPerNode int64 `mapstructure:"maxVolumesPerNode"`
+}
+
+// RetryConfig bounds a REST backend's retries.
+type RetryConfig struct {
+	MaxAttempts int           `mapstructure:"maxAttempts"`
+	MinBackoff  time.Duration `mapstructure:"minBackoff"`
+	MaxBackoff  time.Duration `mapstructure:"maxBackoff"`
+}
+
+// LoggingConfig sets the log's level and format.
+type LoggingConfig struct {
+	Level  string `mapstructure:"level"`  // debug | info | warn | error
+	Format string `mapstructure:"format"` // json | text
+}
+
+// RedactionConfig lists what may be logged in clear.
+type RedactionConfig struct {
+	// SafeContextKeys are volume_context / publish_context keys whose values are not secret.
+	SafeContextKeys []string `mapstructure:"safeContextKeys"`
+}
+
+// ShutdownConfig bounds the drain on SIGTERM.
+type ShutdownConfig struct {
+	Grace time.Duration `mapstructure:"grace"`
+}
+
+// Defaults when nothing else is configured: one Unix socket, the embedded appliance behind it.
+const (
+	defaultEndpoint    = "unix:///run/csi-gateway/csi.sock"
+	defaultDataDir     = "/var/lib/csi-gateway"
+	defaultBackendName = "embedded"
+)
+
+// bindServeFlags declares serve's flags; each overrides one configuration key.
+func bindServeFlags(f *pflag.FlagSet) {
+	f.String("config", "", "YAML configuration file")
+	f.String("endpoint", "", "endpoint of the first listener (overrides CSI_ENDPOINT and the file)")
+	f.String("data-dir", "", "data directory of the default embedded backend (default "+defaultDataDir+")")
+	f.String("log-level", "", "debug, info, warn or error (default info)")
+	f.String("log-format", "", "json or text (default json)")
+}
+
+// loadConfig reads the configuration in rising precedence: defaults, file, CSIGW_* variables,
+// CSI_ENDPOINT (for the first listener), flags. Every error names the key at fault.
+func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error) {
+	v := viper.New()
+	v.SetDefault("logging.level", "info")
+	v.SetDefault("logging.format", "json")
+	v.SetDefault("shutdown.grace", "30s")
+	v.SetDefault("redaction.safeContextKeys", []string{})
+	v.SetEnvPrefix("CSIGW")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if file, _ := flags.GetString("config"); file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("--config %s: %w", file, err)
+		}
+	}
+	var c Config
+	if err := v.UnmarshalExact(&c); err != nil {
+		return Config{}, fmt.Errorf("configuration: %w", err)
+	}
+	if s, _ := flags.GetString("log-level"); s != "" {
+		c.Logging.Level = s
+	}
+	if s, _ := flags.GetString("log-format"); s != "" {
+		c.Logging.Format = s
+	}
+	endpoint, _ := flags.GetString("endpoint")
+	if endpoint == "" {
+		endpoint = getenv("CSI_ENDPOINT")
+	}
+	if endpoint != "" {
+		if len(c.Listeners) == 0 {
+			c.Listeners = []ListenerConfig{{}}
+		}
+		c.Listeners[0].Endpoint = endpoint
+	}
+	dataDir, _ := flags.GetString("data-dir")
+	c.applyDefaults(dataDir)
+	return c, c.validate()
+}
+
+// applyDefaults fills what the configuration leaves out: a listener on the default socket,
+// and the embedded appliance as the one backend for every method.
+func (c *Config) applyDefaults(dataDir string) {
+	if len(c.Listeners) == 0 {
+		c.Listeners = []ListenerConfig{{Endpoint: defaultEndpoint}}
+	}
+	for i := range c.Listeners {
+		if c.Listeners[i].SocketMode == "" {
+			c.Listeners[i].SocketMode = fmt.Sprintf("%04o", proxy.DefaultSocketMode)
+		}
+	}
+	if len(c.Backends) == 0 {
+		c.Backends = map[string]BackendConfig{defaultBackendName: {Type: "embedded"}}
+		if len(c.Routes) == 0 {
+			c.Routes = []proxy.Route{{Methods: []string{"*"}, Backend: defaultBackendName}}
+		}
+	}
+	for name, b := range c.Backends {
+		if b.Type == "embedded" && b.DataDir == "" {
+			b.DataDir = defaultDataDir
+			if dataDir != "" {
+				b.DataDir = dataDir
+			}
+			c.Backends[name] = b
+		}
+	}
+}
+
+// validate checks what can be checked without opening anything.
+func (c *Config) validate() error {
+	for i, l := range c.Listeners {
+		key := fmt.Sprintf("listeners[%d]", i)
+		ep, err := proxy.ParseEndpoint(l.Endpoint)
+		if err != nil {
+			return fmt.Errorf("%s.endpoint: %w", key, err)
+		}
+		if ep.Scheme != "unix" {
+			return fmt.Errorf("%s.endpoint: %s: TCP listeners need mTLS, which this version does not have yet; use a unix:// endpoint", key, l.Endpoint)
+		}
+		if _, err := parseSocketMode(l.SocketMode); err != nil {
+			return fmt.Errorf("%s.socketMode: %w", key, err)
+		}
+	}
+	for name, b := range c.Backends {
+		key := "backends." + name
+		switch b.Type {
+		case "grpc":
+			if b.Target == "" {
+				return fmt.Errorf("%s.target: required for a grpc backend (unix:///path/to/driver.sock)", key)
+			}
+		case "rest":
+			if len(b.URLs) == 0 {
+				return fmt.Errorf("%s.urls: required for a rest backend (at least one http(s):// URL)", key)
+			}
+			if b.Protocol != "" && b.Protocol != "connect" {
+				return fmt.Errorf("%s.protocol: %q is not supported; use connect", key, b.Protocol)
+			}
+		case "embedded":
+		case "":
+			return fmt.Errorf("%s.type: required: grpc, rest or embedded", key)
+		default:
+			return fmt.Errorf("%s.type: %q is not one of grpc, rest, embedded", key, b.Type)
+		}
+	}
+	if len(c.Routes) == 0 {
+		return fmt.Errorf("routes: empty; route methods to backends, e.g. {methods: [\"*\"], backend: NAME}")
+	}
+	if _, err := parseLevel(c.Logging.Level); err != nil {
+		return fmt.Errorf("logging.level: %w", err)
+	}
+	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
+		return fmt.Errorf("logging.format: %q is not json or text", c.Logging.Format)
+	}
+	if c.Shutdown.Grace < 0 {
+		return fmt.Errorf("shutdown.grace: must not be negative")
+	}
+	return nil
+}
+
+func parseSocketMode(s string) (fs.FileMode, error) {
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || n > 0o777 {
+		return 0, fmt.Errorf("%q is not an octal permission such as \"0660\"", s)
+	}
+	return fs.FileMode(n), nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/backends/embedded"
+	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/backends/rest"
+	"github.com/csi-gateway/csi-gateway/proxy"
+)
+
+func newServeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE]",
+		Short: "Serve CSI on the configured sockets and forward every call to its backend",
+		Long: `Serve CSI on the configured listeners and forward each call to the backend its route names.
+
+With no configuration at all, serve listens on ` + defaultEndpoint + ` (or $CSI_ENDPOINT)
+and answers every call from the embedded reference appliance, whose data lives in
+` + defaultDataDir + ` (--data-dir). See docs/configuration.md for the file's keys;
+CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), flags override both.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+		},
+	}
+	bindServeFlags(cmd.Flags())
+	return cmd
+}
+
+// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace.
+func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
+	log, err := configLogger(cfg.Logging, stderr)
+	if err != nil {
+		return err
+	}
+	bes, err := openBackends(cfg, log)
+	defer closeBackends(bes, log)
+	if err != nil {
+		return err
+	}
+	srv, err := proxy.NewServer(proxy.Options{
+		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
+	})
+	if err != nil {
+		return err
+	}
+
+	errc := make(chan error, len(cfg.Listeners))
+	for i, lc := range cfg.Listeners {
+		l, err := listen(lc)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fmt.Errorf("listeners[%d]: %w", i, err)
+		}
+		policy := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs}
+		go func() { errc <- srv.Serve(l, policy) }()
+		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode)
+	}
+	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: draining in-flight calls", "grace", cfg.Shutdown.Grace)
+	case serveErr = <-errc:
+		log.Error("a listener failed; stopping", "error", serveErr)
+	}
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace)
+	defer cancel()
+	srv.Shutdown(drainCtx)
+	if errors.Is(drainCtx.Err(), context.DeadlineExceeded) {
+		log.Warn("grace period over: calls still running were cancelled")
+	}
+	return serveErr
+}
+
+func listen(lc ListenerConfig) (net.Listener, error) {
+	ep, err := proxy.ParseEndpoint(lc.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := parseSocketMode(lc.SocketMode)
+	if err != nil {
+		return nil, err
+	}
+	return proxy.Listen(ep, mode)
+}
+
+// openBackends builds every configured backend. On error it returns those already open, for
+// the caller to close.
+func openBackends(cfg Config, log *slog.Logger) (map[string]backends.Backend, error) {
+	bes := map[string]backends.Backend{}
+	for name, b := range cfg.Backends {
+		be, err := openBackend(name, b, log.With("backend", name))
+		if err != nil {
+			return bes, fmt.Errorf("backends.%s: %w", name, err)
+		}
+		bes[name] = be
+	}
+	return bes, nil
+}
+
+func openBackend(name string, b BackendConfig, log *slog.Logger) (backends.Backend, error) {
+	switch b.Type {
+	case "embedded":
+		return embedded.OpenBackend(name, embedded.Config{
+			DataDir: b.DataDir, DriverName: b.DriverName, NodeID: b.NodeID,
+			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
+		}, log)
+	case "grpc":
+		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target})
+	case "rest":
+		return rest.New(name, rest.Config{URLs: b.URLs, Retry: rest.Retry{
+			MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
+		}})
+	}
+	return nil, fmt.Errorf("type %q is not one of grpc, rest, embedded", b.Type)
+}
+
+func closeBackends(bes map[string]backends.Backend, log *slog.Logger) {
+	for name, b := range bes {
+		if err := b.Close(); err != nil {
+			log.Warn("closing a backend failed", "backend", name, "error", err)
+		}
+	}
+}
+
+func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
+	level, err := parseLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("logging.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, opts)), nil
+}

@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// Call is one call on its way through the gateway. The middleware chain reads and annotates
+// it; the backend handler fills Response. A Call belongs to one goroutine at a time.
+type Call struct {
+	// Method is the full method name, e.g. "/csi.v1.Controller/CreateVolume".
+	Method string
+	// Start is when the gateway received the call.
+	Start time.Time
+	// Request is the raw request of a unary call, exactly as the caller sent it.
+	Request []byte
+	// Response is the raw response of a unary call, set by the backend handler.
+	Response []byte
+	// Stream is the caller's stream for streaming calls and methods the gateway does not
+	// know; nil for unary calls.
+	Stream grpc.ServerStream
+	// Backend is the name of the backend the route table chose, once routed.
+	Backend string
+
+	info *methodInfo // nil for methods the gateway does not know
+
+	decodeOnce sync.Once
+	decoded    proto.Message
+	decodeErr  error
+
+	scrubber *Scrubber
+}
+
+// Known reports whether the gateway knows the method's messages (CSI and csi-addons).
+func (c *Call) Known() bool { return c.info != nil }
+
+// MethodName is the short method name ("CreateVolume"), or the full name for unknown methods.
+func (c *Call) MethodName() string {
+	if c.info != nil {
+		return c.info.name
+	}
+	return c.Method
+}
+
+// DecodedRequest returns the request as a typed message, decoding it on first use only:
+// calls that no middleware inspects are never decoded. It returns nil, nil for streams and
+// methods the gateway does not know. The message must not be modified.
+func (c *Call) DecodedRequest() (proto.Message, error) {
+	if c.info == nil || c.Stream != nil {
+		return nil, nil
+	}
+	c.decodeOnce.Do(func() {
+		m := c.info.input.New().Interface()
+		if err := proto.Unmarshal(c.Request, m); err != nil {
+			c.decodeErr = fmt.Errorf("request is not a valid %s: %w", c.info.desc.Input().FullName(), err)
+			return
+		}
+		c.decoded = m
+	})
+	return c.decoded, c.decodeErr
+}
+
+// DecodedResponse decodes the raw response, for logging; nil when there is none.
+func (c *Call) DecodedResponse() (proto.Message, error) {
+	if c.info == nil || c.Stream != nil || c.Response == nil {
+		return nil, nil
+	}
+	m := c.info.output.New().Interface()
+	if err := proto.Unmarshal(c.Response, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// secrets returns the scrubber for the secret values of the call's request, built on first
+// use. Calls whose request carries no secrets get an empty scrubber.
+func (c *Call) secrets(r *Redactor) *Scrubber {
+	if c.scrubber == nil {
+		req, _ := c.DecodedRequest()
+		var values []string
+		if req != nil {
+			values = r.SecretValues(req)
+		}
+		c.scrubber = NewScrubber(values)
+	}
+	return c.scrubber
+}

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/auth"
+	"github.com/csi-gateway/csi-gateway/backends"
+)
+
+// logCalls writes one line per call when it ends: method, code, duration, caller, the IDs
+// the request names, backend and attempts; at debug level also the request and response,
+// redacted by schema (secrets, mount flags, context values) and scrubbed of the request's
+// secret values. Error messages have already been scrubbed by canonicalize.
+func logCalls(log *slog.Logger, r *Redactor) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, call *Call) error {
+			err := next(ctx, call)
+			st := status.Convert(err)
+			level := slog.LevelInfo
+			if err != nil {
+				level = slog.LevelWarn
+			}
+			if !log.Enabled(ctx, level) {
+				return err
+			}
+			attrs := make([]slog.Attr, 0, 12)
+			attrs = append(attrs,
+				slog.String("method", call.MethodName()),
+				slog.String("code", st.Code().String()),
+				slog.Float64("duration_ms", float64(time.Since(call.Start).Microseconds())/1000),
+			)
+			if id, ok := auth.FromContext(ctx); ok {
+				attrs = append(attrs, slog.String("caller", id.String()))
+			}
+			req, _ := call.DecodedRequest()
+			attrs = append(attrs, idAttrs(req)...)
+			if call.Backend != "" {
+				attrs = append(attrs, slog.String("backend", call.Backend),
+					slog.Int("attempts", backends.CallInfoFrom(ctx).Attempts()))
+			}
+			if err != nil {
+				attrs = append(attrs, slog.String("error", st.Message()))
+			}
+			if log.Enabled(ctx, slog.LevelDebug) {
+				attrs = append(attrs, payloadAttrs(call, req, r)...)
+			}
+			log.LogAttrs(ctx, level, "call", attrs...)
+			return err
+		}
+	}
+}
+
+// loggedIDFields are the request fields whose values identify what a call is about.
+var loggedIDFields = []protoreflect.Name{"name", "volume_id", "snapshot_id", "source_volume_id", "node_id", "volume_group_id", "group_snapshot_id"}
+
+// idAttrs returns the identifying fields a request sets. IDs and names are not secrets.
+func idAttrs(req proto.Message) []slog.Attr {
+	if req == nil {
+		return nil
+	}
+	m := req.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	var out []slog.Attr
+	for _, name := range loggedIDFields {
+		fd := fields.ByName(name)
+		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() || !m.Has(fd) {
+			continue
+		}
+		out = append(out, slog.String(string(name), m.Get(fd).String()))
+	}
+	return out
+}
+
+// payloadAttrs renders the redacted request and response for debug logs.
+func payloadAttrs(call *Call, req proto.Message, r *Redactor) []slog.Attr {
+	scrub := call.secrets(r)
+	var out []slog.Attr
+	if req != nil {
+		out = append(out, slog.String("request", scrub.Scrub(protojson.Format(r.Redact(req)))))
+	}
+	if resp, err := call.DecodedResponse(); err == nil && resp != nil {
+		out = append(out, slog.String("response", scrub.Scrub(protojson.Format(r.Redact(resp)))))
+	}
+	return out
+}

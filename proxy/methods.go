@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	// The services the gateway knows, registered in the protobuf registry: their methods are
+	// decoded and logged; any other method is forwarded as raw frames.
+	_ "github.com/container-storage-interface/spec/lib/go/csi"
+	_ "github.com/csi-addons/spec/lib/go/volumegroup"
+)
+
+// methodInfo describes a method the gateway knows from the protobuf registry.
+type methodInfo struct {
+	// name is the short method name, e.g. "CreateVolume".
+	name string
+	desc protoreflect.MethodDescriptor
+	// input and output are the Go message types of request and response.
+	input, output protoreflect.MessageType
+}
+
+// streaming reports whether either side of the method streams.
+func (m *methodInfo) streaming() bool {
+	return m.desc.IsStreamingClient() || m.desc.IsStreamingServer()
+}
+
+// knownPackages are the proto packages whose methods the gateway decodes.
+var knownPackages = []string{"csi.v1.", "volumegroup."}
+
+// lookupMethod returns what the registry knows of a full method name such as
+// "/csi.v1.Controller/CreateVolume", or nil for a method of a service the gateway does not
+// know (it is still forwarded, as raw frames).
+func lookupMethod(fullMethod string) *methodInfo {
+	service, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if !ok || !hasKnownPackage(service) {
+		return nil
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err != nil {
+		return nil
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	md := sd.Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		return nil
+	}
+	in, err1 := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+	out, err2 := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	return &methodInfo{name: method, desc: md, input: in, output: out}
+}
+
+func hasKnownPackage(service string) bool {
+	for _, p := range knownPackages {
+		if strings.HasPrefix(service, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// methodTable caches lookupMethod for every method of the known services, built once.
+type methodTable map[string]*methodInfo
+
+// newMethodTable walks the registry for every method of the known packages.
+func newMethodTable() methodTable {
+	t := methodTable{}
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		services := fd.Services()
+		for i := range services.Len() {
+			sd := services.Get(i)
+			if !hasKnownPackage(string(sd.FullName())) {
+				continue
+			}
+			for j := range sd.Methods().Len() {
+				full := "/" + string(sd.FullName()) + "/" + string(sd.Methods().Get(j).Name())
+				if info := lookupMethod(full); info != nil {
+					t[full] = info
+				}
+			}
+		}
+		return true
+	})
+	return t
+}

@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"fmt"
+	"path"
+)
+
+// Route sends the methods that match one of its patterns to a backend. A pattern is a full
+// method glob in path.Match syntax ("/csi.v1.Node/*", "/csi.v1.Controller/CreateVolume"), or
+// "*" for every method.
+type Route struct {
+	Methods []string `mapstructure:"methods"`
+	Backend string   `mapstructure:"backend"`
+}
+
+// routeTable is the route list checked once at start: the first route that matches a method
+// wins, and a method no route matches is UNIMPLEMENTED.
+type routeTable []Route
+
+// newRouteTable checks every pattern and that every route names a known backend.
+func newRouteTable(routes []Route, known func(name string) bool) (routeTable, error) {
+	for i, r := range routes {
+		if len(r.Methods) == 0 {
+			return nil, fmt.Errorf("routes[%d]: methods is empty; use [\"*\"] for every method", i)
+		}
+		for _, p := range r.Methods {
+			if _, err := path.Match(p, "/x/y"); err != nil {
+				return nil, fmt.Errorf("routes[%d].methods: bad pattern %q: %v", i, p, err)
+			}
+		}
+		if !known(r.Backend) {
+			return nil, fmt.Errorf("routes[%d].backend: no backend named %q", i, r.Backend)
+		}
+	}
+	return routeTable(routes), nil
+}
+
+// match returns the backend for a full method name, or "" when no route matches.
+func (t routeTable) match(method string) string {
+	for _, r := range t {
+		for _, p := range r.Methods {
+			if p == "*" {
+				return r.Backend
+			}
+			if ok, _ := path.Match(p, method); ok {
+				return r.Backend
+			}
+		}
+	}
+	return ""
+}

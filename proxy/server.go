@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/csi-gateway/csi-gateway/auth"
+	"github.com/csi-gateway/csi-gateway/backends"
+)
+
+// Options configure a Server. Backends are built by the caller and owned by it.
+type Options struct {
+	Routes   []Route
+	Backends map[string]backends.Backend
+	Log      *slog.Logger
+	// SafeContextKeys are volume_context / publish_context keys whose values may be logged.
+	SafeContextKeys []string
+}
+
+// ListenerPolicy is what one listener admits.
+type ListenerPolicy struct {
+	// AllowUIDs and AllowGIDs admit Unix callers by peer credentials; both empty admits
+	// every caller the socket's mode lets in.
+	AllowUIDs, AllowGIDs []uint32
+}
+
+// Server accepts CSI calls on any number of listeners and passes each through the one
+// middleware chain to its backend. It is safe for concurrent use.
+type Server struct {
+	opts     Options
+	methods  methodTable
+	routes   routeTable
+	redactor *Redactor
+
+	mu      sync.Mutex
+	servers []*grpc.Server
+	closed  bool
+}
+
+// NewServer checks the routes against the backends and returns a server ready to Serve.
+func NewServer(o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	routes, err := newRouteTable(o.Routes, func(name string) bool { return o.Backends[name] != nil })
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		opts:     o,
+		methods:  newMethodTable(),
+		routes:   routes,
+		redactor: NewRedactor(WithSafeContextKeys(o.SafeContextKeys...)),
+	}, nil
+}
+
+// handler composes the middleware chain, in the one documented order:
+//
+//	recover → log → authorize → canonicalize → dispatch (route → backend)
+//
+// The log sits outside authorize so refused calls are logged too, and outside canonicalize so
+// it records the code the caller actually gets. Validation, serialization, tenancy and
+// telemetry slot in between authorize and canonicalize as they arrive.
+func (s *Server) handler(p ListenerPolicy) Handler {
+	return chain(dispatch(s.routes, s.opts.Backends),
+		recoverPanics(s.opts.Log),
+		logCalls(s.opts.Log, s.redactor),
+		authorize(auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}),
+		canonicalize(s.redactor),
+	)
+}
+
+// Serve accepts calls on l until Shutdown; l must be a Unix socket listener (peer
+// credentials identify callers). It returns nil after Shutdown.
+func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
+	gs := grpc.NewServer(
+		grpc.Creds(auth.UnixPeerCredentials{}),
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.UnknownServiceHandler(s.streamHandler(s.handler(p))),
+	)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("server is shut down")
+	}
+	s.servers = append(s.servers, gs)
+	s.mu.Unlock()
+	return gs.Serve(l)
+}
+
+// streamHandler adapts a Handler to grpc's unknown-service handler, which receives every
+// method: it reads a unary request as one raw frame, runs the chain and writes the raw
+// response. Streaming methods and methods the gateway does not know keep their stream.
+func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
+	return func(_ any, stream grpc.ServerStream) error {
+		method, _ := grpc.MethodFromServerStream(stream)
+		call := &Call{Method: method, Start: time.Now(), info: s.methods[method]}
+		ctx := stream.Context()
+		ctx = auth.NewContext(ctx, identify(ctx))
+		ctx, _ = backends.WithCallInfo(ctx)
+		if call.info == nil || call.info.streaming() {
+			call.Stream = stream
+			return h(ctx, call)
+		}
+		var req frame
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		call.Request = req.payload
+		if err := h(ctx, call); err != nil {
+			return err
+		}
+		return stream.SendMsg(&frame{payload: call.Response})
+	}
+}
+
+// Shutdown stops accepting calls and waits for the calls in flight to finish; when ctx ends
+// first, the remaining calls are cancelled. Listeners are closed, which removes Unix sockets.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	s.closed = true
+	servers := s.servers
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, gs := range servers {
+			gs.GracefulStop()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, gs := range servers {
+			gs.Stop()
+		}
+		<-done
+	}
+}
