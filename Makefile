@@ -18,11 +18,16 @@ help: ## list the targets
 build: ## build bin/csi-gateway (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
 
-run: build ## start the reference appliance on .run/csi.sock (and HTTP on 127.0.0.1:8080)
+run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data)
 	@mkdir -p $(RUN_DIR)
-	@echo "CSI socket: unix://$(RUN_DIR)/csi.sock   HTTP: http://127.0.0.1:8080   data: $(RUN_DIR)/data"
-	@echo "try: curl -s -XPOST -H 'Content-Type: application/json' -d '{}' http://127.0.0.1:8080/csi.v1.Identity/GetPluginInfo"
-	$(BIN) appliance --data $(RUN_DIR)/data --endpoint unix://$(RUN_DIR)/csi.sock --http 127.0.0.1:8080
+	@echo "csi-gateway: CSI socket unix://$(RUN_DIR)/csi.sock, embedded appliance, data in $(RUN_DIR)/data"
+	@echo "In another shell:"
+	@echo "  export CSI_ENDPOINT=unix://$(RUN_DIR)/csi.sock"
+	@echo "  $(BIN) call info"
+	@echo "  $(BIN) call create-volume demo --size 1Gi"
+	@echo "  $(BIN) call list-volumes"
+	@echo "Stop with Ctrl-C."
+	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --log-format text
 
 test: test-deps lint ## run every test (race detector on; mount tests need root)
 	$(GO) test -race -count=1 -timeout 14m $(TEST_FLAGS) ./...

@@ -92,7 +92,9 @@ func serveAppliance(ctx context.Context, o applianceOptions, log *slog.Logger) e
 			srv.Stop()
 			return fmt.Errorf("--http %s: %w", o.httpAddr, err)
 		}
-		httpSrv = &http.Server{Handler: connect.NewHandler(connectServices(a)), ReadHeaderTimeout: 10 * time.Second}
+		var services connect.Registrar
+		a.Register(&services)
+		httpSrv = &http.Server{Handler: connect.NewHandler(services.Services()), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- httpSrv.Serve(hl) }()
 		log.Info("serving HTTP (Connect JSON)", "address", hl.Addr().String())
 	}
@@ -127,18 +129,4 @@ func serveAppliance(ctx context.Context, o applianceOptions, log *slog.Logger) e
 		<-drained
 	}
 	return nil
-}
-
-// connectServices lists the appliance's services for the HTTP handler.
-func connectServices(a *embedded.Appliance) []connect.Service {
-	var c serviceCollector
-	a.Register(&c)
-	return c
-}
-
-// serviceCollector is a grpc.ServiceRegistrar that only remembers what was registered.
-type serviceCollector []connect.Service
-
-func (c *serviceCollector) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	*c = append(*c, connect.Service{Desc: desc, Impl: impl})
 }

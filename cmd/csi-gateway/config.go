@@ -45,6 +45,8 @@ type BackendConfig struct {
 	URLs     []string    `mapstructure:"urls"`
 	Protocol string      `mapstructure:"protocol"`
 	Retry    RetryConfig `mapstructure:"retry"`
+	// RequestTimeout bounds one HTTP attempt when the caller sets no deadline.
+	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
 	// embedded
 	DataDir    string   `mapstructure:"dataDir"`
 	DriverName string   `mapstructure:"driverName"`

@@ -107,7 +107,7 @@ func openBackends(cfg Config, log *slog.Logger) (map[string]backends.Backend, er
 	for name, b := range cfg.Backends {
 		be, err := openBackend(name, b, log.With("backend", name))
 		if err != nil {
-			return bes, fmt.Errorf("backends.%s: %w", name, err)
+			return bes, err
 		}
 		bes[name] = be
 	}
@@ -117,18 +117,22 @@ func openBackends(cfg Config, log *slog.Logger) (map[string]backends.Backend, er
 func openBackend(name string, b BackendConfig, log *slog.Logger) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
-		return embedded.OpenBackend(name, embedded.Config{
+		be, err := embedded.OpenBackend(name, embedded.Config{
 			DataDir: b.DataDir, DriverName: b.DriverName, NodeID: b.NodeID,
 			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
 		}, log)
+		if err != nil {
+			return nil, fmt.Errorf("backends.%s: %w", name, err)
+		}
+		return be, nil
 	case "grpc":
 		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target})
 	case "rest":
-		return rest.New(name, rest.Config{URLs: b.URLs, Retry: rest.Retry{
+		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout, Retry: rest.Retry{
 			MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
 		}})
 	}
-	return nil, fmt.Errorf("type %q is not one of grpc, rest, embedded", b.Type)
+	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }
 
 func closeBackends(bes map[string]backends.Backend, log *slog.Logger) {

@@ -11,7 +11,8 @@
 // and HTTP statuses (codes.go), and the server side (handler.go, with request parsing in
 // request.go and error answers in errors.go): an http.Handler that serves any set of
 // ordinary gRPC service implementations over this protocol, so the reference appliance can
-// be reached over HTTP. The client side that the rest backend uses comes later.
+// be reached over HTTP, and a Registrar that collects an implementation's services for it.
+// The client side lives in the rest backend (backends/rest).
 //
 // The package refuses what the gateway does not need: binary protobuf bodies, GET requests,
 // compression, streaming methods and error details are not served. It does no
