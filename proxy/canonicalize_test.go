@@ -139,8 +139,9 @@ func TestCanonicalize(t *testing.T) {
 		{name: "status details are stripped", method: createVolume, err: withDetails.Err(), want: codes.NotFound, wantMsg: "volume v1 does not exist"},
 		{name: "status unknown is internal", method: createVolume, err: status.Error(codes.Unknown, "what"), want: codes.Internal, wantMsg: "what"},
 		{name: "status data loss is internal", method: createVolume, err: status.Error(codes.DataLoss, "lost"), want: codes.Internal, wantMsg: "lost"},
-		{name: "wrapped status", method: createVolume, err: fmt.Errorf("x: %w", status.Error(codes.Unavailable, "down")),
-			want: codes.Unavailable, wantMsg: "down"},
+		// grpc's status.FromError gives a wrapped status the whole error text as its message.
+		{name: "wrapped status keeps its code", method: createVolume, err: fmt.Errorf("x: %w", status.Error(codes.Unavailable, "down")),
+			want: codes.Unavailable, wantMsg: "x: rpc error: code = Unavailable desc = down"},
 
 		// Plain and context errors.
 		{name: "plain error is internal", method: createVolume, err: errors.New("boom"), want: codes.Internal, wantMsg: "boom"},

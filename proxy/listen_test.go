@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// unixEndpoint is a Unix socket endpoint at path.
-func unixEndpoint(path string) Endpoint { return Endpoint{Scheme: "unix", Address: path} }
+// listenUnixEndpoint is a Unix socket endpoint at path.
+func listenUnixEndpoint(path string) Endpoint { return Endpoint{Scheme: "unix", Address: path} }
 
-// dialUnix connects to the socket at path, failing the test when nothing answers.
-func dialUnix(t *testing.T, path string) {
+// listenDial connects to the socket at path, failing the test when nothing answers.
+func listenDial(t *testing.T, path string) {
 	t.Helper()
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -31,7 +31,7 @@ func TestListenSocketMode(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			// The socket's directory does not exist yet: Listen creates it.
 			path := filepath.Join(t.TempDir(), "plugins", "csi.sock")
-			l, err := Listen(unixEndpoint(path), mode)
+			l, err := Listen(listenUnixEndpoint(path), mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +46,7 @@ func TestListenSocketMode(t *testing.T) {
 			if got := fi.Mode().Perm(); got != mode {
 				t.Errorf("socket mode = %v, want %v", got, mode)
 			}
-			dialUnix(t, path)
+			listenDial(t, path)
 		})
 	}
 }
@@ -64,7 +64,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 		t.Fatalf("the stale socket is not there: %v", err)
 	}
 
-	l, err := Listen(unixEndpoint(path), 0o600)
+	l, err := Listen(listenUnixEndpoint(path), 0o600)
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 	if fi.Mode()&fs.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s is %v, want a socket with mode 0600", path, fi.Mode())
 	}
-	dialUnix(t, path)
+	listenDial(t, path)
 }
 
 func TestListenRefuses(t *testing.T) {
@@ -94,7 +94,7 @@ func TestListenRefuses(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { live.Close() })
-				return func(t *testing.T) { dialUnix(t, path) } // still answering
+				return func(t *testing.T) { listenDial(t, path) } // still answering
 			},
 			wantErr: "%s is in use: another process answers on it",
 		},
@@ -169,7 +169,7 @@ func TestListenRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "csi.sock")
 			check := tt.setup(t, path)
-			l, err := Listen(unixEndpoint(path), 0o660)
+			l, err := Listen(listenUnixEndpoint(path), 0o660)
 			if err == nil {
 				l.Close()
 				t.Fatal("Listen succeeded")
@@ -184,7 +184,7 @@ func TestListenRefuses(t *testing.T) {
 
 func TestListenCloseRemovesSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "csi.sock")
-	l, err := Listen(unixEndpoint(path), DefaultSocketMode)
+	l, err := Listen(listenUnixEndpoint(path), DefaultSocketMode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestListenCloseRemovesSocket(t *testing.T) {
 		t.Errorf("after Close, Lstat(%s) = %v; want the socket removed", path, err)
 	}
 	// The path is free again.
-	l, err = Listen(unixEndpoint(path), DefaultSocketMode)
+	l, err = Listen(listenUnixEndpoint(path), DefaultSocketMode)
 	if err != nil {
 		t.Fatalf("Listen after Close: %v", err)
 	}

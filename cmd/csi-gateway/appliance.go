@@ -41,7 +41,7 @@ Controller, GroupController, Node, csi-addons VolumeGroup) are served on --endpo
 Node calls mount for real and need root.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serveAppliance(cmd.Context(), o, newLogger(cmd.ErrOrStderr(), o.logLevel))
+			return serveAppliance(cmd.Context(), o, newLogger(cmd.ErrOrStderr(), o.logLevel, "json"))
 		},
 	}
 	f := cmd.Flags()

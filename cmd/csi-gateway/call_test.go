@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csi-addons/spec/lib/go/volumegroup"
 	"google.golang.org/grpc"
 
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
@@ -349,21 +348,6 @@ func TestCallSecrets(t *testing.T) {
 	_, stderr, err = call(t, ep, "create-volume", "sec-5", "--secrets-file", bad)
 	if exitStatus(err) != exitUsage || strings.Contains(stderr, canary) || !strings.Contains(stderr, "want a map of key: value") {
 		t.Fatalf("bad secrets file: %v; stderr %q", err, stderr)
-	}
-}
-
-func TestFillSecretsFindsVolumeGroupSecrets(t *testing.T) {
-	file := writeFile(t, "s.yaml", "password: "+canary+"\n")
-	m, err := resolveMethod("volumegroup.Controller/CreateVolumeGroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := &volumegroup.CreateVolumeGroupRequest{}
-	if err := (&callOptions{secretsFile: file}).fillSecrets(m, req); err != nil {
-		t.Fatal(err)
-	}
-	if req.GetSecrets()["password"] != canary {
-		t.Fatalf("secrets = %v", req.GetSecrets())
 	}
 }
 

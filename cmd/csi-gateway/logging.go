@@ -11,12 +11,18 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// newLogger returns the JSON logger every subcommand writes to stderr.
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+// newLogger returns the logger a subcommand writes to w (its stderr): JSON, or text when
+// format is "text".
+func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// logCalls logs one line per unary call: method, code and duration. It logs no request or
+// logCalls is the reference appliance's call log (the gateway's own is in proxy): one line per
+// unary call: method, code and duration. It logs no request or
 // response content, so no secret can reach the log through it.
 func logCalls(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

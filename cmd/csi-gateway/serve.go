@@ -148,9 +148,5 @@ func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logging.level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return slog.New(slog.NewJSONHandler(w, opts)), nil
+	return newLogger(w, level, c.Format), nil
 }

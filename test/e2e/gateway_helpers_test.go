@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -302,4 +303,60 @@ func exited(p *testutil.Process) bool {
 	err := p.Wait(0)
 	var ee *exec.ExitError
 	return err == nil || errors.As(err, &ee)
+}
+
+// invoke calls method through conn with req and returns its responses: one for a unary
+// method, every frame for a server-streaming one. opts apply to the call or stream.
+func invoke(ctx context.Context, conn *grpc.ClientConn, method string, req proto.Message, opts ...grpc.CallOption) ([]proto.Message, error) {
+	md := methodDesc(method)
+	if md == nil {
+		return nil, fmt.Errorf("%s is not in the registry", method)
+	}
+	if !md.IsStreamingServer() {
+		resp := newMessage(md.Output())
+		if err := conn.Invoke(ctx, method, req, resp, opts...); err != nil {
+			return nil, err
+		}
+		return []proto.Message{resp}, nil
+	}
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.SendMsg(req); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if err := s.CloseSend(); err != nil {
+		return nil, err
+	}
+	var out []proto.Message
+	for {
+		resp := newMessage(md.Output())
+		err := s.RecvMsg(resp)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, resp)
+	}
+}
+
+// runCLI runs the real binary to completion with args and returns its combined output and
+// exit status.
+func runCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testutil.Binary(t), args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("csi-gateway %s: %v\n%s", strings.Join(args, " "), err, out)
+	return "", 0
 }

@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Field numbers of the FieldOptions extensions that mark a field as secret. csi.v1.csi_secret
+// is also what the csi-addons protos use; vg_csi_secret is the marker of the VolumeGroup
+// proposal (spec REQUIREMENTS §4.1), which no Go package registers.
+const (
+	csiSecretOption   protowire.Number = 1059
+	vgCSISecretOption protowire.Number = 1101
+)
+
+// redactAction is what a plan does to one field.
+type redactAction uint8
+
+const (
+	redactAll     redactAction = iota + 1 // every value of the field is secret
+	redactContext                         // map values are secret unless their key is safe
+	redactDescend                         // message-typed: walk into each message it holds
+)
+
+type redactStep struct {
+	fd   protoreflect.FieldDescriptor
+	act  redactAction
+	next *redactPlan // redactDescend only
+}
+
+// redactPlan is what Redact and SecretValues do to messages of one type. Every message-typed
+// field has a step, because unknown fields are dropped at every depth. Plans are immutable
+// once compiled and may form cycles (recursive messages).
+type redactPlan struct {
+	md         protoreflect.MessageDescriptor
+	steps      []redactStep
+	secret     bool // a secret is reachable from this type: SecretValues has work to do
+	extensible bool // the type has extension ranges: populated extensions are cleared
+}
+
+// planFor returns the cached plan for md, compiling and caching it on first use. The cache is
+// keyed by full name; a different descriptor with a cached name (say a dynamic descriptor of
+// another spec version) gets a fresh, uncached plan so it is never redacted by the wrong schema.
+func (r *Redactor) planFor(md protoreflect.MessageDescriptor) *redactPlan {
+	if v, ok := r.plans.Load(md.FullName()); ok {
+		if p := v.(*redactPlan); p.md == md {
+			return p
+		}
+		return r.compile(md, false)
+	}
+	return r.compile(md, true)
+}
+
+// compile builds the plans of root and of every message type reachable from it. Whether a type
+// leads to a secret is a fixed point over that graph, which keeps recursive types correct.
+// With store, the plans are published to the cache (first writer wins).
+func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *redactPlan {
+	index := map[protoreflect.FullName]int{root.FullName(): 0}
+	plans := []*redactPlan{{md: root}}
+	for i := 0; i < len(plans); i++ {
+		md := plans[i].md
+		plans[i].extensible = md.ExtensionRanges().Len() > 0
+		fields := md.Fields()
+		for j := 0; j < fields.Len(); j++ {
+			target := fieldMessage(fields.Get(j))
+			if target == nil {
+				continue
+			}
+			if _, ok := index[target.FullName()]; !ok {
+				index[target.FullName()] = len(plans)
+				plans = append(plans, &redactPlan{md: target})
+			}
+		}
+	}
+	for _, p := range plans {
+		fields := p.md.Fields()
+		for j := 0; j < fields.Len(); j++ {
+			fd := fields.Get(j)
+			switch {
+			case r.isSecretField(fd):
+				p.steps = append(p.steps, redactStep{fd: fd, act: redactAll})
+				p.secret = true
+			case r.isContextField(fd):
+				p.steps = append(p.steps, redactStep{fd: fd, act: redactContext})
+				p.secret = true
+			case fieldMessage(fd) != nil:
+				next := plans[index[fieldMessage(fd).FullName()]]
+				p.steps = append(p.steps, redactStep{fd: fd, act: redactDescend, next: next})
+			}
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, p := range plans {
+			for _, s := range p.steps {
+				if !p.secret && s.act == redactDescend && s.next.secret {
+					p.secret, changed = true, true
+				}
+			}
+		}
+	}
+	if !store {
+		return plans[0]
+	}
+	for _, p := range plans[1:] {
+		r.plans.LoadOrStore(p.md.FullName(), p)
+	}
+	if v, loaded := r.plans.LoadOrStore(root.FullName(), plans[0]); loaded && v.(*redactPlan).md == root {
+		return v.(*redactPlan)
+	}
+	return plans[0]
+}
+
+// fieldMessage returns the message type a field holds (singular, repeated or as map value),
+// or nil.
+func fieldMessage(fd protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
+	if fd.IsMap() {
+		return fd.MapValue().Message()
+	}
+	return fd.Message()
+}
+
+func (r *Redactor) isSecretField(fd protoreflect.FieldDescriptor) bool {
+	return r.cfg.secretFields[fd.FullName()] || hasSecretOption(fd)
+}
+
+func (r *Redactor) isContextField(fd protoreflect.FieldDescriptor) bool {
+	return fd.IsMap() && fd.MapValue().Kind() == protoreflect.StringKind && r.cfg.contextFields[fd.Name()]
+}
+
+// hasSecretOption reports whether fd carries csi.v1.csi_secret (or vg_csi_secret) = true.
+// Options decoded where the extension was not registered (descriptors built at run time, the
+// VolumeGroup proposal) keep it as unknown bytes, so those are read too.
+func hasSecretOption(fd protoreflect.FieldDescriptor) bool {
+	opts := fd.Options()
+	if opts == nil || !opts.ProtoReflect().IsValid() {
+		return false
+	}
+	if v, ok := proto.GetExtension(opts, csi.E_CsiSecret).(bool); ok && v {
+		return true
+	}
+	b := opts.ProtoReflect().GetUnknown()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		if typ == protowire.VarintType && (num == csiSecretOption || num == vgCSISecretOption) {
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return false
+			}
+			if v != 0 {
+				return true
+			}
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return false
+		}
+		b = b[m:]
+	}
+	return false
+}
