@@ -87,6 +87,7 @@ func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		l.Close() // as grpc's Serve does: the listener (and its Unix socket) goes away
 		return fmt.Errorf("server is shut down")
 	}
 	s.servers = append(s.servers, gs)

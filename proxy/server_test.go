@@ -601,14 +601,18 @@ func TestServerShutdownWaitsForCallInFlight(t *testing.T) {
 	if _, err := os.Lstat(ts.sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket after Shutdown: %v, want it removed", err)
 	}
-	// No more listeners once shut down.
-	l, err := Listen(Endpoint{Scheme: "unix", Address: filepath.Join(t.TempDir(), "late.sock")}, 0o600)
+	// No more listeners once shut down; the refused listener is closed, its socket removed
+	// (a listener started as a shutdown begins must not leave its socket behind).
+	late := filepath.Join(t.TempDir(), "late.sock")
+	l, err := Listen(Endpoint{Scheme: "unix", Address: late}, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
 	if err := ts.srv.Serve(l, ListenerPolicy{}); err == nil || err.Error() != "server is shut down" {
 		t.Errorf("Serve after Shutdown = %v, want \"server is shut down\"", err)
+	}
+	if _, err := os.Lstat(late); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("socket of a listener refused after Shutdown: %v, want it removed", err)
 	}
 }
 
