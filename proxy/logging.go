@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -57,23 +56,17 @@ func logCalls(log *slog.Logger, r *Redactor) Middleware {
 	}
 }
 
-// loggedIDFields are the request fields whose values identify what a call is about.
-var loggedIDFields = []protoreflect.Name{"name", "volume_id", "snapshot_id", "source_volume_id", "node_id", "volume_group_id", "group_snapshot_id"}
-
-// idAttrs returns the identifying fields a request sets. IDs and names are not secrets.
+// idAttrs returns the identifying fields a request sets, in a stable order.
 func idAttrs(req proto.Message) []slog.Attr {
 	if req == nil {
 		return nil
 	}
-	m := req.ProtoReflect()
-	fields := m.Descriptor().Fields()
+	ids := requestIDs(req)
 	var out []slog.Attr
-	for _, name := range loggedIDFields {
-		fd := fields.ByName(name)
-		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() || !m.Has(fd) {
-			continue
+	for _, name := range recordedIDFields {
+		if v, ok := ids[string(name)]; ok {
+			out = append(out, slog.String(string(name), v))
 		}
-		out = append(out, slog.String(string(name), m.Get(fd).String()))
 	}
 	return out
 }

@@ -21,6 +21,11 @@ type Options struct {
 	Log      *slog.Logger
 	// SafeContextKeys are volume_context / publish_context keys whose values may be logged.
 	SafeContextKeys []string
+	// Observers receive a record of every finished call (metrics, the live tap).
+	Observers []CallObserver
+	// ServerOptions are added to every listener's gRPC server (e.g. an OpenTelemetry stats
+	// handler).
+	ServerOptions []grpc.ServerOption
 }
 
 // ListenerPolicy is what one listener admits.
@@ -62,7 +67,7 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → authorize → canonicalize → dispatch (route → backend)
+//	recover → log → observe → authorize → canonicalize → dispatch (route → backend)
 //
 // The log sits outside authorize so refused calls are logged too, and outside canonicalize so
 // it records the code the caller actually gets. Validation, serialization, tenancy and
@@ -71,6 +76,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 	return chain(dispatch(s.routes, s.opts.Backends),
 		recoverPanics(s.opts.Log),
 		logCalls(s.opts.Log, s.redactor),
+		observeCalls(s.opts.Observers),
 		authorize(auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}),
 		canonicalize(s.redactor),
 	)
@@ -79,11 +85,11 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 // Serve accepts calls on l until Shutdown; l must be a Unix socket listener (peer
 // credentials identify callers). It returns nil after Shutdown.
 func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(auth.UnixPeerCredentials{}),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(s.streamHandler(s.handler(p))),
-	)
+	}, s.opts.ServerOptions...)...)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -26,6 +26,24 @@ type Config struct {
 	Logging   LoggingConfig            `mapstructure:"logging"`
 	Redaction RedactionConfig          `mapstructure:"redaction"`
 	Shutdown  ShutdownConfig           `mapstructure:"shutdown"`
+	Admin     AdminConfig              `mapstructure:"admin"`
+	Tracing   TracingConfig            `mapstructure:"tracing"`
+}
+
+// AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.
+type AdminConfig struct {
+	// Listen is host:port; empty turns the admin listener off. Keep it on loopback or a
+	// network only operators reach: the tap shows every call (redacted).
+	Listen string `mapstructure:"listen"`
+}
+
+// TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER_ARG, OTEL_SERVICE_NAME, ...) apply too.
+type TracingConfig struct {
+	Exporter    string  `mapstructure:"exporter"` // none | otlp | otlphttp | stdout
+	Endpoint    string  `mapstructure:"endpoint"` // collector host:port (otlp) or URL (otlphttp)
+	Insecure    bool    `mapstructure:"insecure"` // plaintext to the collector
+	SampleRatio float64 `mapstructure:"sampleRatio"`
 }
 
 // ListenerConfig is one socket the gateway serves CSI on.
@@ -96,6 +114,7 @@ func bindServeFlags(f *pflag.FlagSet) {
 	f.String("data-dir", "", "data directory of the default embedded backend (default "+defaultDataDir+")")
 	f.String("log-level", "", "debug, info, warn or error (default info)")
 	f.String("log-format", "", "json or text (default json)")
+	f.String("admin", "", "listen address of the admin endpoints (/metrics, /healthz, /readyz, tap), e.g. 127.0.0.1:9808")
 }
 
 // loadConfig reads the configuration in rising precedence: defaults, file, CSIGW_* variables,
@@ -106,6 +125,11 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("logging.format", "json")
 	v.SetDefault("shutdown.grace", "30s")
 	v.SetDefault("redaction.safeContextKeys", []string{})
+	v.SetDefault("admin.listen", "")
+	v.SetDefault("tracing.exporter", "none")
+	v.SetDefault("tracing.endpoint", "")
+	v.SetDefault("tracing.insecure", false)
+	v.SetDefault("tracing.sampleRatio", 1.0)
 	v.SetEnvPrefix("CSIGW")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
@@ -124,6 +148,9 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	}
 	if s, _ := flags.GetString("log-format"); s != "" {
 		c.Logging.Format = s
+	}
+	if s, _ := flags.GetString("admin"); s != "" {
+		c.Admin.Listen = s
 	}
 	endpoint, _ := flags.GetString("endpoint")
 	if endpoint == "" {
@@ -212,6 +239,12 @@ func (c *Config) validate() error {
 	}
 	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
 		return fmt.Errorf("logging.format: %q is not json or text", c.Logging.Format)
+	}
+	if !slices.Contains([]string{"none", "otlp", "otlphttp", "stdout"}, c.Tracing.Exporter) {
+		return fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp or stdout", c.Tracing.Exporter)
+	}
+	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+		return fmt.Errorf("tracing.sampleRatio: %v is not between 0 and 1", c.Tracing.SampleRatio)
 	}
 	if c.Shutdown.Grace < 0 {
 		return fmt.Errorf("shutdown.grace: must not be negative")

@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/auth"
+	"github.com/csi-gateway/csi-gateway/backends"
+)
+
+// CallRecord is what the gateway tells about one finished call: to its log, its metrics and
+// its live tap. It holds no payload and no secret: IDs and names are not secret, and Message
+// is the status message the caller got, already scrubbed of the request's secret values.
+type CallRecord struct {
+	Time       time.Time     `json:"time"`
+	Method     string        `json:"method"`      // short name for known methods ("CreateVolume")
+	FullMethod string        `json:"full_method"` // "/csi.v1.Controller/CreateVolume"
+	Code       codes.Code    `json:"-"`
+	CodeName   string        `json:"code"`
+	Message    string        `json:"message,omitempty"`
+	Duration   time.Duration `json:"-"`
+	DurationMS float64       `json:"duration_ms"`
+	Caller     string        `json:"caller,omitempty"`
+	// IDs are the identifying request fields that were set: name, volume_id, snapshot_id,
+	// source_volume_id, node_id, volume_group_id, group_snapshot_id.
+	IDs      map[string]string `json:"ids,omitempty"`
+	Backend  string            `json:"backend,omitempty"`
+	Attempts int               `json:"attempts,omitempty"`
+	TraceID  string            `json:"trace_id,omitempty"`
+}
+
+// CallObserver receives a record of every call when it ends. Observe is called on the
+// call's goroutine, so it must be quick and must never block: an observer that buffers
+// (the tap) drops records rather than slow a call down.
+type CallObserver interface {
+	Observe(CallRecord)
+}
+
+// newCallRecord builds the record of call, which ended with err (already canonicalized).
+func newCallRecord(ctx context.Context, call *Call, err error) CallRecord {
+	st := status.Convert(err)
+	d := time.Since(call.Start)
+	rec := CallRecord{
+		Time:       call.Start,
+		Method:     call.MethodName(),
+		FullMethod: call.Method,
+		Code:       st.Code(),
+		CodeName:   st.Code().String(),
+		Message:    st.Message(),
+		Duration:   d,
+		DurationMS: float64(d.Microseconds()) / 1000,
+		Backend:    call.Backend,
+		Attempts:   backends.CallInfoFrom(ctx).Attempts(),
+	}
+	if id, ok := auth.FromContext(ctx); ok {
+		rec.Caller = id.String()
+	}
+	if req, _ := call.DecodedRequest(); req != nil {
+		rec.IDs = requestIDs(req)
+	}
+	return rec
+}
+
+// observeCalls hands the record of every call to each observer.
+func observeCalls(observers []CallObserver) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, call *Call) error {
+			err := next(ctx, call)
+			if len(observers) > 0 {
+				rec := newCallRecord(ctx, call, err)
+				for _, o := range observers {
+					o.Observe(rec)
+				}
+			}
+			return err
+		}
+	}
+}
+
+// recordedIDFields are the request fields whose values identify what a call is about.
+var recordedIDFields = []protoreflect.Name{"name", "volume_id", "snapshot_id", "source_volume_id", "node_id", "volume_group_id", "group_snapshot_id"}
+
+// requestIDs returns the identifying fields a request sets, or nil.
+func requestIDs(req proto.Message) map[string]string {
+	m := req.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	var out map[string]string
+	for _, name := range recordedIDFields {
+		fd := fields.ByName(name)
+		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() || !m.Has(fd) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[string(name)] = m.Get(fd).String()
+	}
+	return out
+}
