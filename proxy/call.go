@@ -16,12 +16,13 @@ type Call struct {
 	Method string
 	// Start is when the gateway received the call.
 	Start time.Time
-	// Request is the raw request of a unary call, exactly as the caller sent it.
+	// Request is the raw request of a unary or server-streaming call, exactly as the caller
+	// sent it; nil for client-streaming calls and methods the gateway does not know.
 	Request []byte
 	// Response is the raw response of a unary call, set by the backend handler.
 	Response []byte
 	// Stream is the caller's stream for streaming calls and methods the gateway does not
-	// know; nil for unary calls.
+	// know (for a server-streaming call it hands out Request first); nil for unary calls.
 	Stream grpc.ServerStream
 	// Backend is the name of the backend the route table chose, once routed.
 	Backend string
@@ -47,10 +48,10 @@ func (c *Call) MethodName() string {
 }
 
 // DecodedRequest returns the request as a typed message, decoding it on first use only:
-// calls that no middleware inspects are never decoded. It returns nil, nil for streams and
-// methods the gateway does not know. The message must not be modified.
+// calls that no middleware inspects are never decoded. It returns nil, nil for methods the
+// gateway does not know and for client-streaming calls. The message must not be modified.
 func (c *Call) DecodedRequest() (proto.Message, error) {
-	if c.info == nil || c.Stream != nil {
+	if c.info == nil || c.Request == nil {
 		return nil, nil
 	}
 	c.decodeOnce.Do(func() {

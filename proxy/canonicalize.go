@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -29,13 +30,13 @@ func canonicalize(r *Redactor) Middleware {
 				return nil
 			}
 			if !call.Known() {
-				if _, ok := status.FromError(err); ok {
-					return err
+				if st, ok := backendStatus(err); ok {
+					return st.Err()
 				}
 			}
 			class := backends.ClassOf(err)
 			if ctx.Err() != nil && class != backends.ClassDeadline {
-				class = backends.ClassOf(ctx.Err()) // the caller left or ran out of time
+				class = callerGone(ctx)
 			}
 			code := canonicalCode(call.Method, class)
 			if code == codes.OK {
@@ -45,6 +46,34 @@ func canonicalize(r *Redactor) Middleware {
 			return status.Error(code, boundMessage(call.secrets(r).Scrub(messageOf(err, class))))
 		}
 	}
+}
+
+// deadlineSlack is how close to its deadline a cancelled call counts as timed out: a caller
+// whose deadline passes resets the stream, and that reset often arrives before the gateway's
+// own timer fires, so the context says "canceled" for what was a deadline.
+const deadlineSlack = 50 * time.Millisecond
+
+// callerGone classifies a call whose context ended: deadline when its deadline has (nearly)
+// passed, canceled otherwise.
+func callerGone(ctx context.Context) backends.Class {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < deadlineSlack {
+		return backends.ClassDeadline
+	}
+	return backends.ClassOf(ctx.Err())
+}
+
+// backendStatus returns the status a backend answered with, untouched (the backend's own
+// code and message, before any backend prefixed its name): a status error itself, or the
+// Cause of a *backends.Error.
+func backendStatus(err error) (*status.Status, bool) {
+	var be *backends.Error
+	if errors.As(err, &be) {
+		if be.Cause == nil {
+			return nil, false
+		}
+		err = be.Cause
+	}
+	return status.FromError(err)
 }
 
 // messageOf extracts the person-readable part of an error.

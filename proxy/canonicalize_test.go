@@ -187,8 +187,9 @@ func TestCanonicalize(t *testing.T) {
 			})
 			err := h(ctx, call)
 			if tt.wantSame {
-				if err != tt.err {
-					t.Fatalf("got %v, want the error passed through unchanged: %v", err, tt.err)
+				got, want := status.Convert(err).Proto(), status.Convert(tt.err).Proto()
+				if !proto.Equal(got, want) {
+					t.Fatalf("got %v, want the status passed through unchanged: %v", err, tt.err)
 				}
 				return
 			}

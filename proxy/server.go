@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ type Options struct {
 	SafeContextKeys []string
 	// Observers receive a record of every finished call (metrics, the live tap).
 	Observers []CallObserver
+	// Metrics, when set, counts the calls in flight and observes every finished call (it is
+	// added to Observers unless listed there already).
+	Metrics *Metrics
 	// ServerOptions are added to every listener's gRPC server (e.g. an OpenTelemetry stats
 	// handler).
 	ServerOptions []grpc.ServerOption
@@ -53,6 +57,9 @@ func NewServer(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Metrics != nil && !slices.Contains(o.Observers, CallObserver(o.Metrics)) {
+		o.Observers = append(slices.Clip(o.Observers), o.Metrics)
+	}
 	routes, err := newRouteTable(o.Routes, func(name string) bool { return o.Backends[name] != nil })
 	if err != nil {
 		return nil, err
@@ -67,7 +74,7 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe → authorize → canonicalize → dispatch (route → backend)
+//	recover → log → observe → in-flight → authorize → canonicalize → dispatch (route → backend)
 //
 // The log sits outside authorize so refused calls are logged too, and outside canonicalize so
 // it records the code the caller actually gets. Validation, serialization, tenancy and
@@ -77,6 +84,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		recoverPanics(s.opts.Log),
 		logCalls(s.opts.Log, s.redactor),
 		observeCalls(s.opts.Observers),
+		s.opts.Metrics.InFlight(),
 		authorize(auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}),
 		canonicalize(s.redactor),
 	)
@@ -111,15 +119,21 @@ func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
 		ctx := stream.Context()
 		ctx = auth.NewContext(ctx, identify(ctx))
 		ctx, _ = backends.WithCallInfo(ctx)
-		if call.info == nil || call.info.streaming() {
-			call.Stream = stream
+		if call.info == nil || call.info.desc.IsStreamingClient() {
+			call.Stream = stream // forwarded frame by frame, never decoded
 			return h(ctx, call)
 		}
+		// Unary and server-streaming calls have exactly one request: read it whole, so the
+		// chain can decode it, log it and scrub its secrets from whatever comes back.
 		var req frame
 		if err := stream.RecvMsg(&req); err != nil {
 			return err
 		}
 		call.Request = req.payload
+		if call.info.desc.IsStreamingServer() {
+			call.Stream = &replayStream{ServerStream: stream, first: req.payload}
+			return h(ctx, call)
+		}
 		if err := h(ctx, call); err != nil {
 			return err
 		}

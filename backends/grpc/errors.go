@@ -13,8 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// maxMessage bounds the message of every error this backend returns (DESIGN §6.4).
-const maxMessage = 1024
+// maxMessage bounds the message of every error this backend returns, against a runaway
+// driver. It is well above the 1 KiB a caller finally sees: the gateway cuts messages only
+// after scrubbing the request's secrets out of them, and a secret cut in half here would
+// no longer be recognised there.
+const maxMessage = 16 << 10
 
 // classify turns the error of a call to the driver into a *backends.Error. reached says whether
 // the call got a connection to the driver (false: it failed while connecting). ctx is the

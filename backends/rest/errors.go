@@ -21,8 +21,12 @@ import (
 const (
 	maxSuccessBody = 4 << 20  // a response message; the gRPC default receive limit too
 	maxErrorBody   = 64 << 10 // an error answer; only its first maxSaid bytes of text are kept
-	maxSaid        = 512      // bytes of the appliance's own words in one message
-	maxMessage     = 1024     // bytes of a whole message (DESIGN §6.4)
+	// maxSaid and maxMessage bound what an appliance can make the gateway carry. Both are
+	// well above the 1 KiB a caller finally sees: the gateway cuts messages only after
+	// scrubbing the request's secrets out of them, and a secret cut in half here would no
+	// longer be recognised there.
+	maxSaid    = 8 << 10  // bytes of the appliance's own words in one message
+	maxMessage = 16 << 10 // bytes of a whole message
 )
 
 // said is what the body of an error answer says.

@@ -84,7 +84,7 @@ func TestAnswerClasses(t *testing.T) {
 // TestAnswerSpecialCases covers the rules that matter most and the bodies that are not
 // quite one of the forms.
 func TestAnswerSpecialCases(t *testing.T) {
-	long := strings.Repeat("x", 2000)
+	long := strings.Repeat("x", 2*maxSaid)
 	tests := []struct {
 		name      string
 		status    int
@@ -125,7 +125,7 @@ func TestAnswerSpecialCases(t *testing.T) {
 		{"html without title", 500, "text/html", "<p>oops</p>",
 			backends.ClassInternal, []string{"HTTP 500 Internal Server Error with an HTML page,"}, []string{"oops"}},
 		{"long text is cut", 500, "text/plain", long,
-			backends.ClassInternal, []string{strings.Repeat("x", 500) + "…"}, []string{strings.Repeat("x", 512)}},
+			backends.ClassInternal, []string{strings.Repeat("x", maxSaid-12) + "…"}, []string{strings.Repeat("x", maxSaid)}},
 		{"control characters become spaces", 400, "text/plain", "line one\r\nline\ttwo\x00\x1b[31m",
 			backends.ClassInvalid, []string{"line one line two [31m"}, []string{"\n", "\x1b"}},
 		{"userinfo in a quoted URL is dropped", 502, "text/plain", "upstream https://admin:hunter2@10.0.0.9/api failed",
@@ -153,7 +153,7 @@ func TestClean(t *testing.T) {
 		{"  a \n\t b  ", "a b"},
 		{"\xff\xfeok", "\uFFFDok"},
 		{"see http://u:p@h/x and https://h2", "see http://h/x and https://h2"},
-		{strings.Repeat("é", 300), strings.Repeat("é", 254) + "…"},
+		{strings.Repeat("é", maxSaid), strings.Repeat("é", (maxSaid-len("…"))/2) + "…"},
 	}
 	for _, tt := range tests {
 		got := clean(tt.in, maxSaid)

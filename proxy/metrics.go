@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+)
+
+// The sidecar histogram is the one the Kubernetes CSI sidecars record through csi-lib-utils'
+// metrics package (NewCSIMetricsManagerForSidecar): subsystem "csi_sidecar", name
+// "operations_seconds", labels driver_name, method_name (the full gRPC method) and
+// grpc_status_code (codes.Code.String()), and these buckets. Keeping all four identical lets
+// the dashboards and alerts written for the sidecars read the gateway unchanged.
+var sidecarOperationsBuckets = []float64{.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600}
+
+const (
+	// unknownDriverName is csi-lib-utils' driver_name when none is set.
+	unknownDriverName = "unknown-driver"
+	// otherMethod is the method_name of every method the gateway does not know, so a
+	// caller inventing method names cannot grow the label set.
+	otherMethod = "other"
+)
+
+// Metrics is the gateway's Prometheus instrumentation. It observes every finished call (it is
+// a CallObserver), counts the calls in flight (InFlight), and holds the gauges other parts of
+// the gateway set: backend readiness (set by Readiness) and TLS certificate expiry
+// (SetCertificateExpiry).
+//
+// Labels are bounded: method_name is a method the gateway knows or "other", status codes are
+// the 17 gRPC codes, backend is a configured backend name; no volume, snapshot or node ID and
+// no caller ever becomes a label. All methods are safe for concurrent use, and none blocks.
+type Metrics struct {
+	driverName string
+	known      methodTable
+	gatherer   prometheus.Gatherer
+
+	operations      *prometheus.HistogramVec // csi_sidecar_operations_seconds
+	backendRequests *prometheus.CounterVec   // csigw_backend_requests_total
+	backendSeconds  *prometheus.HistogramVec // csigw_backend_request_seconds
+	attempts        *prometheus.CounterVec   // csigw_backend_attempts_total
+	retries         *prometheus.CounterVec   // csigw_backend_retries_total
+	inFlight        prometheus.Gauge         // csigw_calls_in_flight
+	certExpiry      *prometheus.GaugeVec     // csigw_tls_certificate_expiry_timestamp_seconds
+	backendReady    *prometheus.GaugeVec     // csigw_backend_ready
+}
+
+var _ CallObserver = (*Metrics)(nil)
+
+// NewMetrics registers the gateway's metrics, and the Go runtime and process collectors, with
+// reg; a nil reg gets a fresh registry. driverName is the driver_name label of
+// csi_sidecar_operations_seconds ("unknown-driver" when empty, as in csi-lib-utils).
+//
+// Pass a fresh prometheus.NewRegistry() (the gateway keeps no global state): NewMetrics
+// panics if reg already holds a metric of the same name, which is a programming error. Handler
+// serves reg only when reg is also a prometheus.Gatherer, as a *prometheus.Registry is.
+func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if driverName == "" {
+		driverName = unknownDriverName
+	}
+	m := &Metrics{
+		driverName: driverName,
+		known:      newMethodTable(),
+		operations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "csi_sidecar_operations_seconds",
+			Help:    "Container Storage Interface operation duration with gRPC error code status total",
+			Buckets: sidecarOperationsBuckets,
+		}, []string{"driver_name", "method_name", "grpc_status_code"}),
+		backendRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "csigw_backend_requests_total",
+			Help: "Calls the gateway routed to a backend, by the gRPC code the caller got.",
+		}, []string{"backend", "method_name", "grpc_status_code"}),
+		backendSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "csigw_backend_request_seconds",
+			Help:    "Duration of the calls the gateway routed to a backend, retries included, from receipt to answer.",
+			Buckets: sidecarOperationsBuckets,
+		}, []string{"backend", "method_name"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "csigw_backend_attempts_total",
+			Help: "Requests sent to a backend, every retry included.",
+		}, []string{"backend"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "csigw_backend_retries_total",
+			Help: "Requests sent to a backend beyond the first of each call.",
+		}, []string{"backend"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "csigw_calls_in_flight",
+			Help: "CSI calls the gateway has received and not yet answered.",
+		}),
+		certExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "csigw_tls_certificate_expiry_timestamp_seconds",
+			Help: "When each TLS certificate the gateway uses expires (NotAfter), in seconds since the Unix epoch.",
+		}, []string{"name"}),
+		backendReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "csigw_backend_ready",
+			Help: "1 when the backend answered its last readiness check, 0 when it did not.",
+		}, []string{"backend"}),
+	}
+	reg.MustRegister(
+		m.operations, m.backendRequests, m.backendSeconds, m.attempts, m.retries,
+		m.inFlight, m.certExpiry, m.backendReady,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		m.gatherer = g
+	}
+	return m
+}
+
+// Observe records one finished call. It never blocks: it only updates counters.
+func (m *Metrics) Observe(rec CallRecord) {
+	method := m.methodLabel(rec.FullMethod)
+	code := codeLabel(rec.Code)
+	seconds := rec.Duration.Seconds()
+	m.operations.WithLabelValues(m.driverName, method, code).Observe(seconds)
+	if rec.Backend == "" {
+		return // refused or unroutable: no backend saw the call
+	}
+	m.backendRequests.WithLabelValues(rec.Backend, method, code).Inc()
+	m.backendSeconds.WithLabelValues(rec.Backend, method).Observe(seconds)
+	m.attempts.WithLabelValues(rec.Backend).Add(float64(rec.Attempts))
+	retries := m.retries.WithLabelValues(rec.Backend) // created at 0 on the first call
+	if rec.Attempts > 1 {
+		retries.Add(float64(rec.Attempts - 1))
+	}
+}
+
+// InFlight returns the middleware that counts calls in csigw_calls_in_flight while they run.
+// On a nil *Metrics it passes calls through untouched, so the chain needs no condition.
+func (m *Metrics) InFlight() Middleware {
+	return func(next Handler) Handler {
+		if m == nil {
+			return next
+		}
+		return func(ctx context.Context, call *Call) error {
+			m.inFlight.Inc()
+			defer m.inFlight.Dec()
+			return next(ctx, call)
+		}
+	}
+}
+
+// SetCertificateExpiry records when the TLS certificate known as name (a listener or backend
+// name, never a subject or serial) stops being valid. It is the seam for TLS loading: call it
+// on every (re)load with the leaf certificate's NotAfter; the last value wins.
+func (m *Metrics) SetCertificateExpiry(name string, notAfter time.Time) {
+	m.certExpiry.WithLabelValues(name).Set(float64(notAfter.Unix()))
+}
+
+// setBackendReady records a backend's last readiness check.
+func (m *Metrics) setBackendReady(backend string, ready bool) {
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.backendReady.WithLabelValues(backend).Set(v)
+}
+
+// Handler serves the registry in the Prometheus exposition formats. When the registerer given
+// to NewMetrics cannot be gathered, it answers 500 and says so.
+func (m *Metrics) Handler() http.Handler {
+	if m.gatherer == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "metrics: the registry given to NewMetrics cannot be gathered; pass a *prometheus.Registry", http.StatusInternalServerError)
+		})
+	}
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// methodLabel is the full method name for methods the gateway knows, "other" for the rest.
+func (m *Metrics) methodLabel(fullMethod string) string {
+	if _, ok := m.known[fullMethod]; ok {
+		return fullMethod
+	}
+	return otherMethod
+}
+
+// codeLabel is the code's name as csi-lib-utils writes it ("OK", "NotFound"); a code outside
+// the 17 gRPC codes (which the gateway never returns) counts as "Unknown".
+func codeLabel(c codes.Code) string {
+	if c > codes.Unauthenticated {
+		c = codes.Unknown
+	}
+	return c.String()
+}
