@@ -18,6 +18,10 @@ import (
 // the dashboards and alerts written for the sidecars read the gateway unchanged.
 var sidecarOperationsBuckets = []float64{.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600}
 
+// backendRequestBuckets are the sidecar buckets with a finer low end: most backend calls
+// (Probe, capabilities, a local appliance) answer in milliseconds.
+var backendRequestBuckets = append([]float64{.005, .01, .025, .05}, sidecarOperationsBuckets...)
+
 const (
 	// unknownDriverName is csi-lib-utils' driver_name when none is set.
 	unknownDriverName = "unknown-driver"
@@ -80,7 +84,7 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 		backendSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "csigw_backend_request_seconds",
 			Help:    "Duration of the calls the gateway routed to a backend, retries included, from receipt to answer.",
-			Buckets: sidecarOperationsBuckets,
+			Buckets: backendRequestBuckets,
 		}, []string{"backend", "method_name"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "csigw_backend_attempts_total",

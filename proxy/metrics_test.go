@@ -180,6 +180,11 @@ func TestMetricsObserve(t *testing.T) {
 	if s.GetHistogram().GetSampleCount() != 2 {
 		t.Errorf("csigw_backend_request_seconds{array1,CreateVolume}: %v, want a count of 2", s)
 	}
+	// Finer buckets than the sidecar's below 100 ms: the 50 ms call is in le=0.05, not le=0.025.
+	if b := s.GetHistogram().GetBucket(); len(b) != 18 || b[0].GetUpperBound() != .005 || b[2].GetUpperBound() != .025 ||
+		b[3].GetUpperBound() != .05 || b[2].GetCumulativeCount() != 0 || b[3].GetCumulativeCount() != 1 {
+		t.Errorf("csigw_backend_request_seconds buckets = %v, want 5 ms .. 600 s with the 50 ms call first in le=0.05", b)
+	}
 
 	// The Go and process collectors share the registry.
 	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_start_time_seconds"} {

@@ -56,6 +56,7 @@ func newCallRecord(ctx context.Context, call *Call, err error) CallRecord {
 		DurationMS: float64(d.Microseconds()) / 1000,
 		Backend:    call.Backend,
 		Attempts:   backends.CallInfoFrom(ctx).Attempts(),
+		TraceID:    traceID(ctx),
 	}
 	if id, ok := auth.FromContext(ctx); ok {
 		rec.Caller = id.String()

@@ -84,6 +84,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		recoverPanics(s.opts.Log),
 		logCalls(s.opts.Log, s.redactor),
 		observeCalls(s.opts.Observers),
+		annotateSpan(s.redactor),
 		s.opts.Metrics.InFlight(),
 		authorize(auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}),
 		canonicalize(s.redactor),

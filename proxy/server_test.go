@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // serverCanary is a secret value sent through the server; it must appear in no log line.
@@ -78,20 +78,7 @@ func (f *serverFake) recorded() []serverFakeCall {
 
 // serverLog is a log buffer that the server's goroutines write while the test reads it.
 type serverLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *serverLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *serverLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+	testutil.SyncBuffer
 }
 
 // lines returns the JSON log records whose msg is msg.

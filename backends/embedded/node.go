@@ -135,6 +135,41 @@ func (n *nodeService) lockVolume(ctx context.Context, id string) (unlock func(),
 	return unlock, nil
 }
 
+// lockedVolume is lockVolume followed by volume: it waits for volume id's lock and reads its
+// record (NOT_FOUND when the appliance has no such volume). On success the caller must call
+// unlock; on failure the lock is already released.
+func (n *nodeService) lockedVolume(ctx context.Context, id string) (vol nodeVolume, unlock func(), err error) {
+	unlock, err = n.lockVolume(ctx, id)
+	if err != nil {
+		return nodeVolume{}, nil, err
+	}
+	if vol, err = n.volume(id); err != nil {
+		unlock()
+		return nodeVolume{}, nil, err
+	}
+	return vol, unlock, nil
+}
+
+// beginUndo starts NodeUnstageVolume or NodeUnpublishVolume of volume id at path, the
+// request's field: it checks both (INVALID_ARGUMENT), waits for the volume's lock and fails
+// with FAILED_PRECONDITION when this process cannot mount or lacks losetup, in that order.
+// It does not read the volume's record: undoing a volume that no longer exists is OK. It
+// returns path resolved (resolvePath) and unlock, which the caller must call; on failure
+// the lock is already released.
+func (n *nodeService) beginUndo(ctx context.Context, id, field, path string) (resolved string, unlock func(), err error) {
+	if err := checkVolumeAt(id, field, path); err != nil {
+		return "", nil, err
+	}
+	if unlock, err = n.lockVolume(ctx, id); err != nil {
+		return "", nil, err
+	}
+	if err := n.mayMount("losetup"); err != nil {
+		unlock()
+		return "", nil, err
+	}
+	return resolvePath(path), unlock, nil
+}
+
 // mayMount fails with FAILED_PRECONDITION when this process cannot mount or lacks a tool the
 // call will run, before the call changes anything.
 func (n *nodeService) mayMount(tools ...string) error {

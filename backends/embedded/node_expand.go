@@ -38,15 +38,11 @@ func (n *nodeService) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandV
 	case limit > 0 && required > limit:
 		return nil, invalid("capacity_range: required_bytes (%d) exceeds limit_bytes (%d)", required, limit)
 	}
-	unlock, err := n.lockVolume(ctx, id)
+	vol, unlock, err := n.lockedVolume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	vol, err := n.volume(id)
-	if err != nil {
-		return nil, err
-	}
 	switch {
 	case required > vol.capacityBytes:
 		return nil, status.Errorf(codes.OutOfRange, "capacity_range.required_bytes is %d but volume %s holds %d bytes; call ControllerExpandVolume first", required, id, vol.capacityBytes)

@@ -49,15 +49,11 @@ func (n *nodeService) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetV
 			return nil, err
 		}
 	}
-	unlock, err := n.lockVolume(ctx, id)
+	vol, unlock, err := n.lockedVolume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	vol, err := n.volume(id)
-	if err != nil {
-		return nil, err
-	}
 	h, err := n.a.imageHealth(id)
 	if err != nil {
 		return nil, err

@@ -28,10 +28,7 @@ import (
 // spec's NodePublishVolume section). Not staged: FAILED_PRECONDITION.
 func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	id, c := req.GetVolumeId(), req.GetVolumeCapability()
-	if err := checkRequired("volume_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkNodePath("target_path", req.GetTargetPath()); err != nil {
+	if err := checkVolumeAt(id, "target_path", req.GetTargetPath()); err != nil {
 		return nil, err
 	}
 	if err := checkNodeCapability("volume_capability", c); err != nil {
@@ -43,23 +40,15 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublis
 	if err := checkNodePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	ctxRO, err := readonlyFromContext(req.GetPublishContext())
+	opts, askedRO, err := mountRequest(c, req.GetPublishContext())
 	if err != nil {
 		return nil, err
 	}
-	opts, err := parseMountFlags(c.GetMount().GetMountFlags())
-	if err != nil {
-		return nil, invalid("volume_capability.mount.mount_flags: %v", err)
-	}
-	unlock, err := n.lockVolume(ctx, id)
+	vol, unlock, err := n.lockedVolume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	vol, err := n.volume(id)
-	if err != nil {
-		return nil, err
-	}
 	if err := n.mayMount("losetup"); err != nil {
 		return nil, err
 	}
@@ -69,7 +58,7 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublis
 		target:  resolvePath(req.GetTargetPath()),
 		use: nodeUse{
 			capability: c,
-			readonly:   req.GetReadonly() || ctxRO || isReadOnlyMode(c.GetAccessMode().GetMode()) || opts.readonly(),
+			readonly:   req.GetReadonly() || askedRO || isReadOnlyMode(c.GetAccessMode().GetMode()),
 		},
 		opts: opts,
 	}
@@ -285,21 +274,11 @@ func makeTarget(target, kind string) (created bool, err error) {
 // that still holds files once unmounted is not deleted: FAILED_PRECONDITION.
 func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if err := checkRequired("volume_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkNodePath("target_path", req.GetTargetPath()); err != nil {
-		return nil, err
-	}
-	unlock, err := n.lockVolume(ctx, id)
+	target, unlock, err := n.beginUndo(ctx, id, "target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := n.mayMount("losetup"); err != nil {
-		return nil, err
-	}
-	target := resolvePath(req.GetTargetPath())
 	if err := n.unpublish(ctx, id, target); err != nil {
 		return nil, nodeStatus(err)
 	}

@@ -25,32 +25,21 @@ import (
 // Staged already with the same capability: OK. Staged at that path otherwise: ALREADY_EXISTS.
 func (n *nodeService) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	id, c := req.GetVolumeId(), req.GetVolumeCapability()
-	if err := checkRequired("volume_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkNodePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
+	if err := checkVolumeAt(id, "staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
 	if err := checkNodeCapability("volume_capability", c); err != nil {
 		return nil, err
 	}
-	ctxRO, err := readonlyFromContext(req.GetPublishContext())
+	opts, askedRO, err := mountRequest(c, req.GetPublishContext())
 	if err != nil {
 		return nil, err
 	}
-	opts, err := parseMountFlags(c.GetMount().GetMountFlags())
-	if err != nil {
-		return nil, invalid("volume_capability.mount.mount_flags: %v", err)
-	}
-	unlock, err := n.lockVolume(ctx, id)
+	vol, unlock, err := n.lockedVolume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	vol, err := n.volume(id)
-	if err != nil {
-		return nil, err
-	}
 	tools := []string{"losetup"}
 	if !isBlock(c) {
 		tools = append(tools, "blkid", "mkfs.ext4", "e2fsck", "resize2fs")
@@ -67,7 +56,7 @@ func (n *nodeService) NodeStageVolume(ctx context.Context, req *csi.NodeStageVol
 	case kind != "dir":
 		return nil, status.Errorf(codes.FailedPrecondition, "staging_target_path %q is not a directory; CSI requires one", staging)
 	}
-	use := nodeUse{capability: c, readonly: ctxRO || opts.readonly()}
+	use := nodeUse{capability: c, readonly: askedRO}
 	if isBlock(c) {
 		err = n.stageBlock(ctx, vol, staging, use)
 	} else {
@@ -239,21 +228,11 @@ func (n *nodeService) releaseOnError(ctx context.Context, image string, err *err
 // retry forever (REQUIREMENTS §8.8).
 func (n *nodeService) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if err := checkRequired("volume_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkNodePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return nil, err
-	}
-	unlock, err := n.lockVolume(ctx, id)
+	staging, unlock, err := n.beginUndo(ctx, id, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := n.mayMount("losetup"); err != nil {
-		return nil, err
-	}
-	staging := resolvePath(req.GetStagingTargetPath())
 	if err := n.unstage(ctx, id, staging); err != nil {
 		return nil, nodeStatus(err)
 	}

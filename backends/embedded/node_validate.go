@@ -30,6 +30,15 @@ func checkNodePath(field, p string) error {
 	return nil
 }
 
+// checkVolumeAt checks the volume_id and the REQUIRED path field of a Node call, in that
+// order (INVALID_ARGUMENT; see checkRequired and checkNodePath).
+func checkVolumeAt(id, field, path string) error {
+	if err := checkRequired("volume_id", id); err != nil {
+		return err
+	}
+	return checkNodePath(field, path)
+}
+
 // checkNodeCapability checks the volume_capability of NodeStageVolume and NodePublishVolume.
 // A missing or malformed capability is INVALID_ARGUMENT; one that is well formed but that the
 // volume cannot serve (an access mode or fs_type the appliance does not offer) is
@@ -75,6 +84,22 @@ func readonlyFromContext(pc map[string]string) (bool, error) {
 		return false, invalid("publish_context[%q] is %q; pass it on as ControllerPublishVolume returned it (\"true\" or \"false\")", publishContextReadonly, v)
 	}
 	return b, nil
+}
+
+// mountRequest reads what NodeStageVolume and NodePublishVolume take from their publish_context
+// and volume_capability beyond the capability itself: the parsed mount flags, and whether
+// either asks for read-only (publish_context "readonly", or "ro" among the flags). A bad
+// entry in either is INVALID_ARGUMENT, the publish_context checked first.
+func mountRequest(c *csi.VolumeCapability, publishContext map[string]string) (opts mountOptions, readonly bool, err error) {
+	ctxRO, err := readonlyFromContext(publishContext)
+	if err != nil {
+		return mountOptions{}, false, err
+	}
+	opts, err = parseMountFlags(c.GetMount().GetMountFlags())
+	if err != nil {
+		return mountOptions{}, false, invalid("volume_capability.mount.mount_flags: %v", err)
+	}
+	return opts, ctxRO || opts.readonly(), nil
 }
 
 // isBlock reports whether c asks for a raw block device rather than a file system.

@@ -73,12 +73,16 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	if kind == unixTarget {
 		connect.Backoff = unixBackoff
 	}
-	dopts := append([]grpc.DialOption{
+	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepaliveParams),
 		grpc.WithConnectParams(connect),
 		grpc.WithDefaultServiceConfig(serviceConfig),
-	}, o.dialOptions...)
+	}
+	if o.tracerProvider != nil {
+		dopts = append(dopts, grpc.WithStatsHandler(newClientTracing(name, o.tracerProvider, o.propagator)))
+	}
+	dopts = append(dopts, o.dialOptions...)
 	conn, err := grpc.NewClient(cfg.Target, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("backends.%s: %w", name, err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
@@ -24,9 +26,11 @@ type Config struct {
 type Option func(*options)
 
 type options struct {
-	creds        credentials.TransportCredentials
-	dialOptions  []grpc.DialOption
-	readyTimeout time.Duration
+	creds          credentials.TransportCredentials
+	dialOptions    []grpc.DialOption
+	readyTimeout   time.Duration
+	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
+	propagator     propagation.TextMapPropagator // nil: otel's global
 }
 
 // defaultOptions holds every default in one place.

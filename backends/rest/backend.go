@@ -67,6 +67,9 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 		base = &http.Client{Transport: t}
 	}
 	client := *base
+	if o.tracerProvider != nil {
+		client.Transport = newTracingTransport(name, client.Transport, o.tracerProvider, o.propagator)
+	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	timed := client
 	if timed.Timeout == 0 || cfg.RequestTimeout < timed.Timeout {

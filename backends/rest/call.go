@@ -67,7 +67,7 @@ func (b *Backend) post(ctx context.Context, m *method, body []byte, policy attem
 		RequestLogHook: c.beforeAttempt,
 		ErrorHandler:   retryablehttp.PassthroughErrorHandler,
 	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, b.urls[c.next].endpoint(m.path).String(), body)
+	req, err := retryablehttp.NewRequestWithContext(withCall(ctx, c), http.MethodPost, b.urls[c.next].endpoint(m.path).String(), body)
 	if err != nil {
 		return nil, newError(backends.ClassInternal, b.name, m.name, "cannot build the HTTP request") // the URL was validated; cannot happen
 	}

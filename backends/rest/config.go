@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults for the zero values of Config.
@@ -147,7 +150,9 @@ func (b baseURL) endpoint(method string) *url.URL {
 type Option func(*options)
 
 type options struct {
-	client *http.Client
+	client         *http.Client
+	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
+	propagator     propagation.TextMapPropagator // nil: otel's global
 }
 
 // WithHTTPClient makes the backend send its requests with c, for example one whose

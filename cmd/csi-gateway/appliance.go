@@ -9,11 +9,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
 	"github.com/csi-gateway/csi-gateway/backends/rest/connect"
 	"github.com/csi-gateway/csi-gateway/proxy"
+	"github.com/csi-gateway/csi-gateway/tracing"
 )
 
 // applianceOptions are the flags of `csi-gateway appliance`.
@@ -70,13 +76,14 @@ func serveAppliance(ctx context.Context, o applianceOptions, log *slog.Logger) e
 	if err != nil {
 		return fmt.Errorf("--endpoint: %w", err)
 	}
+	log = slog.New(traceIDHandler{log.Handler()})
 	a, err := embedded.Open(o.cfg, log)
 	if err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
 	defer a.Close()
 
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(logCalls(log)))
+	srv := grpc.NewServer(acceptTraceContext(), grpc.ChainUnaryInterceptor(logCalls(log)))
 	a.Register(srv)
 	lis, err := proxy.Listen(ep, fsMode(o.socketMode))
 	if err != nil {
@@ -94,7 +101,7 @@ func serveAppliance(ctx context.Context, o applianceOptions, log *slog.Logger) e
 		}
 		var services connect.Registrar
 		a.Register(&services)
-		httpSrv = &http.Server{Handler: connect.NewHandler(services.Services()), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = &http.Server{Handler: logHTTPCalls(log, connect.NewHandler(services.Services())), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- httpSrv.Serve(hl) }()
 		log.Info("serving HTTP (Connect JSON)", "address", hl.Addr().String())
 	}
@@ -129,4 +136,78 @@ func serveAppliance(ctx context.Context, o applianceOptions, log *slog.Logger) e
 		<-drained
 	}
 	return nil
+}
+
+// acceptTraceContext takes the caller's W3C trace context (traceparent, tracestate, baggage)
+// from each call's metadata into its context, where the call's log lines find the trace ID
+// (traceIDHandler). The appliance records no spans of its own: the provider is the no-op one,
+// which carries the caller's span context and nothing else.
+func acceptTraceContext() grpc.ServerOption {
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(tracenoop.NewTracerProvider()),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelgrpc.WithPropagators(tracing.Propagator()),
+	))
+}
+
+// logHTTPCalls writes one line per HTTP request, like logCalls for gRPC: method (the URL
+// path, which names the CSI method), HTTP status and duration, and the caller's trace ID when
+// the request carries a W3C traceparent header. The connect handler below it runs no
+// interceptor, so this is the HTTP side's only call log. Bodies are never logged.
+func logHTTPCalls(log *slog.Logger, next http.Handler) http.Handler {
+	prop := tracing.Propagator()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		level := slog.LevelInfo
+		if sw.status >= 400 {
+			level = slog.LevelWarn
+		}
+		log.LogAttrs(ctx, level, "call", slog.String("method", r.URL.Path), slog.String("protocol", "http"),
+			slog.Int("http_status", sw.status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+	})
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// traceIDHandler adds trace_id to every record logged with a context that carries a span
+// context (the caller's, taken by acceptTraceContext or logHTTPCalls), so that the gateway's
+// trace of a call can be followed into the appliance's log.
+type traceIDHandler struct{ slog.Handler }
+
+func (h traceIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceIDHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h traceIDHandler) WithGroup(name string) slog.Handler {
+	return traceIDHandler{h.Handler.WithGroup(name)}
 }

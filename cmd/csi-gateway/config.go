@@ -35,6 +35,10 @@ type AdminConfig struct {
 	// Listen is host:port; empty turns the admin listener off. Keep it on loopback or a
 	// network only operators reach: the tap shows every call (redacted).
 	Listen string `mapstructure:"listen"`
+	// DriverName is the driver_name label of csi_sidecar_operations_seconds: the name the
+	// driver behind the gateway reports in GetPluginInfo, so the Kubernetes CSI dashboards
+	// can select the gateway's series. Empty: "unknown-driver".
+	DriverName string `mapstructure:"driverName"`
 }
 
 // TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
@@ -126,6 +130,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("shutdown.grace", "30s")
 	v.SetDefault("redaction.safeContextKeys", []string{})
 	v.SetDefault("admin.listen", "")
+	v.SetDefault("admin.driverName", "")
 	v.SetDefault("tracing.exporter", "none")
 	v.SetDefault("tracing.endpoint", "")
 	v.SetDefault("tracing.insecure", false)

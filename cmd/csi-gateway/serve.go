@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -52,14 +53,27 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
+	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
+		Metrics: metrics,
 	})
 	if err != nil {
 		return err
 	}
 
-	errc := make(chan error, len(cfg.Listeners))
+	errc := make(chan error, len(cfg.Listeners)+1)
+	if cfg.Admin.Listen != "" {
+		admin, err := startAdmin(cfg.Admin.Listen, proxy.NewAdminHandler(proxy.AdminOptions{
+			Metrics: metrics.Handler(), Readiness: readiness,
+		}), errc)
+		if err != nil {
+			return err
+		}
+		defer admin.Close() // after the drain: /metrics and /readyz answer while calls finish
+		log.Info("admin listening", "address", cfg.Admin.Listen)
+	}
 	for i, lc := range cfg.Listeners {
 		l, err := listen(lc)
 		if err != nil {
@@ -70,6 +84,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		go func() { errc <- srv.Serve(l, policy) }()
 		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode)
 	}
+	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
 
 	var serveErr error
@@ -79,6 +94,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	case serveErr = <-errc:
 		log.Error("a listener failed; stopping", "error", serveErr)
 	}
+	readiness.SetListening(false) // out of service before the listeners stop answering
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace)
 	defer cancel()
 	srv.Shutdown(drainCtx)

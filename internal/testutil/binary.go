@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -54,7 +53,7 @@ func Binary(t testing.TB) string {
 // Process is the real binary running as a child process, its output kept in memory.
 type Process struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error // the exit status, once done is closed
 }
@@ -62,7 +61,7 @@ type Process struct {
 // Start runs the binary with args and stops it (SIGKILL) when the test ends, if still running.
 func Start(t testing.TB, args ...string) *Process {
 	t.Helper()
-	p := &Process{cmd: exec.Command(Binary(t), args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{cmd: exec.Command(Binary(t), args...), out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -116,21 +115,4 @@ func Dial(t testing.TB, endpoint string) *grpc.ClientConn {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

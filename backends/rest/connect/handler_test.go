@@ -22,6 +22,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // fake answers a few CSI calls and records what reached it. DeleteVolume fails on demand:
@@ -296,7 +298,7 @@ func TestHandlerClientGoneCancelsCall(t *testing.T) {
 }
 
 func TestHandlerLogsInternalFailuresWithoutBody(t *testing.T) {
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	srv := serve(t, &fake{}, WithErrorLog(slog.New(slog.NewTextHandler(&log, nil))))
 	do(t, t.Context(), srv, request{path: "/csi.v1.Controller/DeleteVolume",
 		body: `{"volumeId":"plain-error","secrets":{"password":"s3cr3t"}}`})
@@ -310,23 +312,6 @@ func TestHandlerLogsInternalFailuresWithoutBody(t *testing.T) {
 	if strings.Contains(got, "s3cr3t") {
 		t.Errorf("log contains the request body:\n%s", got)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestNewHandlerPanicsOnProgrammingErrors(t *testing.T) {

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"context"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/csi-gateway/csi-gateway/backends"
+)
+
+// TracingServerOption returns the grpc.ServerOption that gives every call on a listener its
+// server span (for Options.ServerOptions): otelgrpc's stats handler with spans from tp, and
+// the caller's trace context, if any, taken from the call's metadata by prop (use
+// tracing.Propagator()). The span is named after the method ("csi.v1.Controller/CreateVolume")
+// and ends when the caller's call does, with otelgrpc's rpc.* attributes; annotateSpan adds
+// what the gateway knows about the call.
+func TracingServerOption(tp trace.TracerProvider, prop propagation.TextMapPropagator) grpc.ServerOption {
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop)))
+}
+
+// Span attributes the gateway sets on the server span of a call (and the backends on their
+// client spans: csi.backend, csi.attempt).
+const (
+	attrBackend    = attribute.Key("csi.backend")
+	attrAttempt    = attribute.Key("csi.attempt")
+	attrStatusCode = attribute.Key("rpc.grpc.status_code")
+)
+
+// annotateSpan sets, on the call's server span (made by TracingServerOption's stats handler),
+// what the gateway learnt about the call when it ends: the IDs the request names
+// (csi.volume_id, csi.snapshot_id, csi.node_id, csi.name, ... as requestIDs finds them), the
+// backend (csi.backend) and how many attempts it took (csi.attempt), the gRPC status code
+// (rpc.grpc.status_code) and, on failure, the span status Error with the status message the
+// caller gets.
+//
+// It must run outside canonicalize: the message it records is the canonical one, bounded and
+// already scrubbed of the request's secret values. ID values are scrubbed too, and no payload
+// is ever recorded. When the span does not record (tracing off, or this trace not sampled) it
+// costs one context lookup and decodes nothing.
+func annotateSpan(r *Redactor) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, call *Call) error {
+			err := next(ctx, call)
+			span := trace.SpanFromContext(ctx)
+			if !span.IsRecording() {
+				return err
+			}
+			st := status.Convert(err)
+			attrs := make([]attribute.KeyValue, 0, 8)
+			if req, _ := call.DecodedRequest(); req != nil {
+				ids := requestIDs(req)
+				scrub := call.secrets(r)
+				for _, name := range recordedIDFields {
+					if v, ok := ids[string(name)]; ok {
+						attrs = append(attrs, attribute.String("csi."+string(name), scrub.Scrub(v)))
+					}
+				}
+			}
+			if call.Backend != "" {
+				attrs = append(attrs, attrBackend.String(call.Backend),
+					attrAttempt.Int(backends.CallInfoFrom(ctx).Attempts()))
+			}
+			attrs = append(attrs, attrStatusCode.Int(int(st.Code())))
+			span.SetAttributes(attrs...)
+			if err != nil {
+				span.SetStatus(otelcodes.Error, st.Message())
+			}
+			return err
+		}
+	}
+}
+
+// traceID returns the trace ID of the call's span, sampled or not (the backends got it too,
+// so logs on both sides can be matched), or "" when the call is in no trace.
+func traceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
