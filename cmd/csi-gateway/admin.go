@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
 // startAdmin serves the admin endpoints on addr (host:port) until the returned server is
@@ -23,4 +26,15 @@ func startAdmin(addr string, h http.Handler, errc chan<- error) (*http.Server, e
 		}
 	}()
 	return hs, nil
+}
+
+// stopAdmin ends the tap's streams (each writes what it holds, then ends) and shuts the admin
+// server down, giving requests in progress two seconds.
+func stopAdmin(hs *http.Server, tap *proxy.Tap) {
+	tap.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if hs.Shutdown(ctx) != nil {
+		hs.Close()
+	}
 }

@@ -1,6 +1,6 @@
 // Command csi-gateway is the CSI gateway and its tools. Subcommands: serve (the gateway),
 // appliance (the reference appliance as a CSI driver and HTTP server), call (a CSI client for
-// people) and version.
+// people), tap (a live view of a running gateway's calls) and version.
 package main
 
 import (

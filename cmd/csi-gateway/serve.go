@@ -55,9 +55,10 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
 	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
+	tap := proxy.NewTap()
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
-		Metrics: metrics,
+		Metrics: metrics, Observers: []proxy.CallObserver{tap},
 	})
 	if err != nil {
 		return err
@@ -66,12 +67,13 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	errc := make(chan error, len(cfg.Listeners)+1)
 	if cfg.Admin.Listen != "" {
 		admin, err := startAdmin(cfg.Admin.Listen, proxy.NewAdminHandler(proxy.AdminOptions{
-			Metrics: metrics.Handler(), Readiness: readiness,
+			Metrics: metrics.Handler(), Readiness: readiness, Tap: tap.Handler(),
 		}), errc)
 		if err != nil {
 			return err
 		}
-		defer admin.Close() // after the drain: /metrics and /readyz answer while calls finish
+		// Stopped after the drain, so /metrics, /readyz and the tap see the last calls.
+		defer stopAdmin(admin, tap)
 		log.Info("admin listening", "address", cfg.Admin.Listen)
 	}
 	for i, lc := range cfg.Listeners {
