@@ -40,6 +40,9 @@ func logCalls(log *slog.Logger, r *Redactor) Middleware {
 			}
 			req, _ := call.DecodedRequest()
 			attrs = append(attrs, idAttrs(req)...)
+			if id := traceID(ctx); id != "" {
+				attrs = append(attrs, slog.String("trace_id", id))
+			}
 			if call.Backend != "" {
 				attrs = append(attrs, slog.String("backend", call.Backend),
 					slog.Int("attempts", backends.CallInfoFrom(ctx).Attempts()))

@@ -74,11 +74,13 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe → in-flight → authorize → canonicalize → dispatch (route → backend)
+//	recover → log → observe → annotate span → in-flight → authorize → canonicalize →
+//	dispatch (route → backend)
 //
-// The log sits outside authorize so refused calls are logged too, and outside canonicalize so
-// it records the code the caller actually gets. Validation, serialization, tenancy and
-// telemetry slot in between authorize and canonicalize as they arrive.
+// The log, the observers (metrics, tap) and the span sit outside authorize so refused calls
+// are seen too, and outside canonicalize so they record the code the caller actually gets.
+// The server span itself comes from the OpenTelemetry stats handler in Options.ServerOptions.
+// Validation, serialization and tenancy slot in between authorize and canonicalize.
 func (s *Server) handler(p ListenerPolicy) Handler {
 	return chain(dispatch(s.routes, s.opts.Backends),
 		recoverPanics(s.opts.Log),

@@ -1,11 +1,13 @@
 package embedded
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -238,5 +240,38 @@ func TestNodeStatus(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { wantCode(t, nodeStatus(tc.err), tc.code, tc.fragments...) })
+	}
+}
+
+// TestNodeFailedCallsReleaseTheLock: a call that fails after taking the volume's lock (an
+// unknown volume, a process that cannot mount) leaves the volume free for the next call.
+func TestNodeFailedCallsReleaseTheLock(t *testing.T) {
+	h := newNodeHarness(t)
+	h.n.canMount = func() error { return errNeedsRoot }
+	dir := h.mkdir("somewhere")
+	const unknown = "vol-0000000000000000"
+	id := h.createVolume("pvc-1", mountCap(snw), testVolumeBytes)
+	calls := map[string]struct {
+		id   string
+		call func(id string) error
+		code codes.Code
+	}{
+		"stage unknown":   {unknown, func(id string) error { return h.stage(id, dir, mountCap(snw), nil) }, codes.NotFound},
+		"publish unknown": {unknown, func(id string) error { return h.publish(id, dir, dir+"/target", mountCap(snw), false) }, codes.NotFound},
+		"stage":           {id, func(id string) error { return h.stage(id, dir, mountCap(snw), nil) }, codes.FailedPrecondition},
+		"unstage":         {id, func(id string) error { return h.unstage(id, dir) }, codes.FailedPrecondition},
+		"unpublish":       {id, func(id string) error { return h.unpublish(id, dir+"/target") }, codes.FailedPrecondition},
+	}
+	for name, tc := range calls {
+		t.Run(name, func(t *testing.T) {
+			wantCode(t, tc.call(tc.id), tc.code)
+			ctx, cancel := context.WithTimeout(bgCtx, time.Second)
+			defer cancel()
+			unlock, err := h.n.lockVolume(ctx, tc.id)
+			if err != nil {
+				t.Fatalf("volume %s is still locked after the call failed: %v", tc.id, err)
+			}
+			unlock()
+		})
 	}
 }

@@ -76,6 +76,41 @@ func TestReadonlyFromContext(t *testing.T) {
 	}
 }
 
+// TestMountRequest: read-only is asked for by the publish_context or by "ro" among the mount
+// flags, and a bad entry in either is INVALID_ARGUMENT naming its field.
+func TestMountRequest(t *testing.T) {
+	withFlags := func(flags ...string) *csi.VolumeCapability {
+		return &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{MountFlags: flags}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: snw},
+		}
+	}
+	tests := []struct {
+		name     string
+		c        *csi.VolumeCapability
+		pc       map[string]string
+		readonly bool
+		code     codes.Code
+		want     string
+	}{
+		{"plain", mountCap(snw), nil, false, codes.OK, ""},
+		{"block", blockCap(snw), map[string]string{"readonly": "false"}, false, codes.OK, ""},
+		{"context", mountCap(snw), map[string]string{"readonly": "true"}, true, codes.OK, ""},
+		{"flag", withFlags("noatime,ro"), nil, true, codes.OK, ""},
+		{"bad context", withFlags("bind"), map[string]string{"readonly": "maybe"}, false, codes.InvalidArgument, "publish_context"},
+		{"bad flag", withFlags("bind"), nil, false, codes.InvalidArgument, "volume_capability.mount.mount_flags: mount flag \"bind\""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, readonly, err := mountRequest(tc.c, tc.pc)
+			wantCode(t, err, tc.code, tc.want)
+			if readonly != tc.readonly {
+				t.Errorf("readonly %t, want %t", readonly, tc.readonly)
+			}
+		})
+	}
+}
+
 func TestAllowsManyTargets(t *testing.T) {
 	for mode, want := range map[csi.VolumeCapability_AccessMode_Mode]bool{
 		snw: false, snsw: false, snro: false, snmw: true, mnro: true, mnmw: true,

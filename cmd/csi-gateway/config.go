@@ -44,9 +44,15 @@ type AdminConfig struct {
 // TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER_ARG, OTEL_SERVICE_NAME, ...) apply too.
 type TracingConfig struct {
-	Exporter    string  `mapstructure:"exporter"` // none | otlp | otlphttp | stdout
-	Endpoint    string  `mapstructure:"endpoint"` // collector host:port (otlp) or URL (otlphttp)
-	Insecure    bool    `mapstructure:"insecure"` // plaintext to the collector
+	// Exporter is none, otlp, otlphttp or stdout; empty leaves it to OTEL_TRACES_EXPORTER
+	// (whose default is none).
+	Exporter string `mapstructure:"exporter"`
+	// Endpoint is the collector's host:port (otlp) or URL (otlphttp); empty leaves it to
+	// OTEL_EXPORTER_OTLP_ENDPOINT.
+	Endpoint string `mapstructure:"endpoint"`
+	Insecure bool   `mapstructure:"insecure"` // plaintext to the collector
+	// SampleRatio is the fraction of new traces recorded, 0 to 1; negative (the default)
+	// leaves it to OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (whose default is all).
 	SampleRatio float64 `mapstructure:"sampleRatio"`
 }
 
@@ -131,10 +137,10 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("redaction.safeContextKeys", []string{})
 	v.SetDefault("admin.listen", "")
 	v.SetDefault("admin.driverName", "")
-	v.SetDefault("tracing.exporter", "none")
+	v.SetDefault("tracing.exporter", "")
 	v.SetDefault("tracing.endpoint", "")
 	v.SetDefault("tracing.insecure", false)
-	v.SetDefault("tracing.sampleRatio", 1.0)
+	v.SetDefault("tracing.sampleRatio", -1.0)
 	v.SetEnvPrefix("CSIGW")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
@@ -245,10 +251,10 @@ func (c *Config) validate() error {
 	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
 		return fmt.Errorf("logging.format: %q is not json or text", c.Logging.Format)
 	}
-	if !slices.Contains([]string{"none", "otlp", "otlphttp", "stdout"}, c.Tracing.Exporter) {
+	if !slices.Contains([]string{"", "none", "otlp", "otlphttp", "stdout"}, c.Tracing.Exporter) {
 		return fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp or stdout", c.Tracing.Exporter)
 	}
-	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+	if c.Tracing.SampleRatio > 1 {
 		return fmt.Errorf("tracing.sampleRatio: %v is not between 0 and 1", c.Tracing.SampleRatio)
 	}
 	if c.Shutdown.Grace < 0 {

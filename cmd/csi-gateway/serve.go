@@ -11,6 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
@@ -48,7 +51,12 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	bes, err := openBackends(cfg, log)
+	tp, prop, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	bes, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
 	if err != nil {
 		return err
@@ -59,6 +67,8 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap},
+		// Always, even with tracing off: it carries callers' trace context through.
+		ServerOptions: []grpc.ServerOption{proxy.TracingServerOption(tp, prop)},
 	})
 	if err != nil {
 		return err
@@ -120,10 +130,10 @@ func listen(lc ListenerConfig) (net.Listener, error) {
 
 // openBackends builds every configured backend. On error it returns those already open, for
 // the caller to close.
-func openBackends(cfg Config, log *slog.Logger) (map[string]backends.Backend, error) {
+func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, error) {
 	bes := map[string]backends.Backend{}
 	for name, b := range cfg.Backends {
-		be, err := openBackend(name, b, log.With("backend", name))
+		be, err := openBackend(name, b, log.With("backend", name), tp, prop)
 		if err != nil {
 			return bes, err
 		}
@@ -132,7 +142,7 @@ func openBackends(cfg Config, log *slog.Logger) (map[string]backends.Backend, er
 	return bes, nil
 }
 
-func openBackend(name string, b BackendConfig, log *slog.Logger) (backends.Backend, error) {
+func openBackend(name string, b BackendConfig, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, embedded.Config{
@@ -144,11 +154,12 @@ func openBackend(name string, b BackendConfig, log *slog.Logger) (backends.Backe
 		}
 		return be, nil
 	case "grpc":
-		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target})
+		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target},
+			grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop))
 	case "rest":
 		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout, Retry: rest.Retry{
 			MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
-		}})
+		}}, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }
