@@ -26,15 +26,44 @@ func TestGatewaySanity(t *testing.T) {
 		}
 		path, access, _ := strings.Cut(variant, "-")
 		dir := t.TempDir()
-		gateway := startGateway(t, dir, path)
+		admin := freeLoopbackAddr(t)
+		gateway := startGateway(t, dir, path, admin)
 
 		testutil.RunSanity(t, testutil.ApplianceSanityConfig(dir, gateway, access))
+		checkSanityMetrics(t, "http://"+admin+"/metrics")
 	})
 }
 
+// checkSanityMetrics checks what a csi-sanity run leaves in the gateway's metrics: the
+// sidecars' histogram, per full method and code, including the failures the suite provokes.
+func checkSanityMetrics(t *testing.T, url string) {
+	t.Helper()
+	fams := scrapeMetrics(t, url)
+	seen := map[string]uint64{}
+	for _, m := range fams["csi_sidecar_operations_seconds"].GetMetric() {
+		l := metricLabels(m)
+		if l["driver_name"] != "embedded.csi-gateway.io" {
+			t.Errorf("driver_name %q, want the configured admin.driverName", l["driver_name"])
+		}
+		seen[l["method_name"]+" "+l["grpc_status_code"]] += m.GetHistogram().GetSampleCount()
+	}
+	for _, want := range []string{
+		"/csi.v1.Controller/CreateVolume OK", "/csi.v1.Controller/CreateVolume InvalidArgument",
+		"/csi.v1.Controller/DeleteVolume OK", "/csi.v1.Node/NodeStageVolume OK",
+		"/csi.v1.Node/NodePublishVolume OK", "/csi.v1.Controller/ControllerPublishVolume NotFound",
+		"/csi.v1.Identity/GetPluginInfo OK",
+	} {
+		if seen[want] == 0 {
+			t.Errorf("csi_sidecar_operations_seconds has no sample for %s after a csi-sanity run", want)
+		}
+	}
+	t.Logf("csi_sidecar_operations_seconds: %d method/code series after the run", len(seen))
+}
+
 // startGateway starts the gateway binary in front of the appliance reached by path
-// ("embedded", "rest" or "grpc") and returns the gateway's endpoint once it answers.
-func startGateway(t *testing.T, dir, path string) string {
+// ("embedded", "rest" or "grpc"), with its admin endpoints on admin, and returns the
+// gateway's endpoint once it answers.
+func startGateway(t *testing.T, dir, path, admin string) string {
 	t.Helper()
 	data := filepath.Join(dir, "data")
 	var backend string
@@ -55,7 +84,8 @@ func startGateway(t *testing.T, dir, path string) string {
 	}
 	endpoint := "unix://" + filepath.Join(dir, "gateway.sock")
 	config := filepath.Join(dir, "gateway.yaml")
-	yaml := fmt.Sprintf("listeners:\n  - endpoint: %s\nbackends:\n  appliance: %s\nroutes:\n  - {methods: [\"*\"], backend: appliance}\n", endpoint, backend)
+	yaml := fmt.Sprintf("listeners:\n  - endpoint: %s\nbackends:\n  appliance: %s\nroutes:\n  - {methods: [\"*\"], backend: appliance}\n"+
+		"admin: {listen: %q, driverName: embedded.csi-gateway.io}\n", endpoint, backend, admin)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
