@@ -52,7 +52,10 @@ routes:
 	ctl := csi.NewControllerClient(gw.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	vol, err := ctl.CreateVolume(ctx, volumeRequest("pvc-metrics"))
+	const canary = "CANARY-metrics-4e21"
+	req := volumeRequest("pvc-metrics")
+	req.Secrets = map[string]string{"password": canary}
+	vol, err := ctl.CreateVolume(ctx, req)
 	if err != nil {
 		t.Fatalf("CreateVolume: %v", err)
 	}
@@ -64,6 +67,9 @@ routes:
 		t.Fatalf("DeleteVolume: %v", err)
 	}
 
+	if _, body, err := getHTTP(admin + "/metrics"); err != nil || strings.Contains(body, canary) || strings.Contains(body, "4e21") {
+		t.Errorf("the canary secret appears in /metrics (or the scrape failed: %v)", err)
+	}
 	fams := scrapeMetrics(t, admin+"/metrics")
 	const ops = "csi_sidecar_operations_seconds"
 	if typ := fams[ops].GetType(); typ != dto.MetricType_HISTOGRAM {
