@@ -39,6 +39,16 @@ var errorRules = []errorRule{
 		class:   backends.ClassNotFound, code: codes.OK,
 		why: "a volume or node the backend no longer knows can safely be regarded as unpublished (v1 SHOULD); NOT_FOUND would make Kubernetes retry the detach forever",
 	},
+	{
+		methods: []string{"/csi.v1.Identity/Probe"},
+		class:   backends.ClassUnavailable, code: codes.FailedPrecondition,
+		why: "a backend that is down, unreachable, behind an open circuit or draining is a plugin that is not healthy (spec §Probe); the message keeps the backend's reason. An answer with ready=false is not a failure and passes through",
+	},
+	{
+		methods: []string{"/csi.v1.Identity/Probe"},
+		class:   backends.ClassDeadline, code: codes.FailedPrecondition,
+		why: "a backend that does not answer Probe in time is not healthy either (spec §Probe)",
+	},
 }
 
 // canonicalCode is the code the caller gets when a backend fails method with class.

@@ -30,6 +30,17 @@ type Options struct {
 	// ServerOptions are added to every listener's gRPC server (e.g. an OpenTelemetry stats
 	// handler).
 	ServerOptions []grpc.ServerOption
+	// Validation is what the gateway does with calls that break the CSI spec's rules
+	// (enforce, warn or off; see validate). The zero value is off; the configuration's
+	// default is enforce.
+	Validation ValidationMode
+	// Serializer is the table of operations in flight per volume, snapshot and group, shared
+	// by every listener (see Serializer); nil: the server makes its own.
+	Serializer *Serializer
+	// Timeouts bound every call's deadline per method (see NewTimeouts and limitDeadlines);
+	// nil: the built-in limits (30 s default, 2 min for calls that change storage or mount,
+	// 10 min cap).
+	Timeouts *Timeouts
 }
 
 // ListenerPolicy is what one listener admits.
@@ -74,7 +85,7 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe → annotate span → in-flight → authorize → canonicalize →
+//	recover → log → observe → annotate span → in-flight → authorize → deadline → serialize → canonicalize →
 //	dispatch (route → backend)
 //
 // The log, the observers (metrics, tap) and the span sit outside authorize so refused calls
@@ -89,6 +100,9 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		annotateSpan(s.redactor),
 		s.opts.Metrics.InFlight(),
 		authorize(auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}),
+		limitDeadlines(s.opts.Timeouts),
+		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
+		s.serialize(),
 		canonicalize(s.redactor),
 	)
 }

@@ -144,6 +144,7 @@ func (n *nodeService) lockedVolume(ctx context.Context, id string) (vol nodeVolu
 		return nodeVolume{}, nil, err
 	}
 	if vol, err = n.volume(id); err != nil {
+		unlock()
 		return nodeVolume{}, nil, err
 	}
 	return vol, unlock, nil
@@ -163,6 +164,7 @@ func (n *nodeService) beginUndo(ctx context.Context, id, field, path string) (re
 		return "", nil, err
 	}
 	if err := n.mayMount("losetup"); err != nil {
+		unlock()
 		return "", nil, err
 	}
 	return resolvePath(path), unlock, nil

@@ -244,32 +244,36 @@ func TestNodeStatus(t *testing.T) {
 }
 
 // TestNodeFailedCallsReleaseTheLock: a call that fails after taking the volume's lock (an
-// unknown volume, a process that cannot mount) leaves the volume free for the next call.
+// unknown volume, a process that cannot mount) leaves the volume free for the next call. Each
+// case has a volume of its own, so a lock left held fails that case only, within a second.
 func TestNodeFailedCallsReleaseTheLock(t *testing.T) {
 	h := newNodeHarness(t)
 	h.n.canMount = func() error { return errNeedsRoot }
 	dir := h.mkdir("somewhere")
-	const unknown = "vol-0000000000000000"
-	id := h.createVolume("pvc-1", mountCap(snw), testVolumeBytes)
-	calls := map[string]struct {
-		id   string
-		call func(id string) error
-		code codes.Code
+	tests := []struct {
+		name  string
+		known bool // a volume the appliance has, rather than an unknown ID
+		call  func(id string) error
+		code  codes.Code
 	}{
-		"stage unknown":   {unknown, func(id string) error { return h.stage(id, dir, mountCap(snw), nil) }, codes.NotFound},
-		"publish unknown": {unknown, func(id string) error { return h.publish(id, dir, dir+"/target", mountCap(snw), false) }, codes.NotFound},
-		"stage":           {id, func(id string) error { return h.stage(id, dir, mountCap(snw), nil) }, codes.FailedPrecondition},
-		"unstage":         {id, func(id string) error { return h.unstage(id, dir) }, codes.FailedPrecondition},
-		"unpublish":       {id, func(id string) error { return h.unpublish(id, dir+"/target") }, codes.FailedPrecondition},
+		{"stage unknown", false, func(id string) error { return h.stage(id, dir, mountCap(snw), nil) }, codes.NotFound},
+		{"publish unknown", false, func(id string) error { return h.publish(id, dir, dir+"/target", mountCap(snw), false) }, codes.NotFound},
+		{"stage", true, func(id string) error { return h.stage(id, dir, mountCap(snw), nil) }, codes.FailedPrecondition},
+		{"unstage", true, func(id string) error { return h.unstage(id, dir) }, codes.FailedPrecondition},
+		{"unpublish", true, func(id string) error { return h.unpublish(id, dir+"/target") }, codes.FailedPrecondition},
 	}
-	for name, tc := range calls {
-		t.Run(name, func(t *testing.T) {
-			wantCode(t, tc.call(tc.id), tc.code)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("vol-%016x", i)
+			if tc.known {
+				id = h.createVolume(fmt.Sprintf("pvc-%d", i), mountCap(snw), testVolumeBytes)
+			}
+			wantCode(t, tc.call(id), tc.code)
 			ctx, cancel := context.WithTimeout(bgCtx, time.Second)
 			defer cancel()
-			unlock, err := h.n.lockVolume(ctx, tc.id)
+			unlock, err := h.n.lockVolume(ctx, id)
 			if err != nil {
-				t.Fatalf("volume %s is still locked after the call failed: %v", tc.id, err)
+				t.Fatalf("volume %s is still locked after the call failed: %v", id, err)
 			}
 			unlock()
 		})

@@ -2,7 +2,9 @@ package grpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,18 +19,30 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// Backend forwards calls to one CSI driver over one gRPC connection. It is safe for concurrent
-// use. New returns it unconnected; the connection is made by the first call and remade, with
-// backoff, whenever it breaks. Close releases it.
+// Backend forwards calls to a CSI driver over gRPC: one connection per target (Config.Targets),
+// in failover order. It is safe for concurrent use. New returns it unconnected; each target's
+// connection is made by the first call that goes there and remade, with backoff, whenever it
+// breaks. Close releases them.
+//
+// A call goes to the target that worked last (at first, the first target). When it cannot
+// reach that target's driver — no connection, so the driver never saw the request — the same
+// call goes at once to the next target, and so on, each target at most once per call; the
+// target that answers becomes the one the next calls go to (sticky: a target that comes back
+// gets calls again only once the current one fails). Any answer of a driver, an error too,
+// ends the call there: failover never repeats a request a driver may have seen.
 type Backend struct {
 	name         string
-	target       string
-	conn         *grpc.ClientConn
+	target       string    // the first target, for Target
+	targets      []*target // in failover order; never empty
+	preferred    atomic.Int32
 	readyTimeout time.Duration
+	log          *slog.Logger
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	breaker *backends.Breaker // guards Unary and Stream (breaker.go); nil when disabled
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -51,23 +65,49 @@ var unixBackoff = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter
 const serviceConfig = `{"loadBalancingConfig": [{"pick_first": {}}]}`
 
 // New returns the backend called name (the key under backends: in the config, used in error
-// messages) for the driver at cfg.Target. It checks the target and credentials but does not
-// connect: a driver that is not up yet is not an error here (see Ready).
+// messages) for the driver at cfg.Target, or at cfg.Targets. It checks every target and the
+// credentials but does not connect: a driver that is not up yet is not an error here (see
+// Ready).
 func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	kind, err := parseTarget(name, cfg.Target)
+	breaker, err := newBreaker(name, o.breaker)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCredentials(name, cfg.Target, kind, o.creds); err != nil {
+	addrs, keys, err := cfg.targetList(name)
+	if err != nil {
 		return nil, err
 	}
+	kinds := make([]targetKind, len(addrs))
+	for i, addr := range addrs {
+		if kinds[i], err = parseTarget(keys[i], addr); err != nil {
+			return nil, err
+		}
+		if err := checkCredentials(name, keys[i], addr, kinds[i], o.creds); err != nil {
+			return nil, err
+		}
+	}
+	b := &Backend{name: name, target: addrs[0], readyTimeout: o.readyTimeout, log: o.log}
+	b.breaker = breaker
+	for i, addr := range addrs {
+		conn, err := dial(name, addr, kinds[i], o)
+		if err != nil {
+			b.closeConns()
+			return nil, fmt.Errorf("%s: %w", keys[i], err)
+		}
+		b.targets = append(b.targets, &target{addr: addr, key: keys[i], conn: conn})
+	}
+	return b, nil
+}
+
+// dial returns the (unconnected) client of one target.
+func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, error) {
 	creds := o.creds
 	if creds == nil {
-		creds = insecure.NewCredentials() // Unix socket only (checked above); access is the socket's mode.
+		creds = insecure.NewCredentials() // Unix socket only (checked by New); access is the socket's mode.
 	}
 	connect := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 20 * time.Second}
 	if kind == unixTarget {
@@ -83,76 +123,123 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 		dopts = append(dopts, grpc.WithStatsHandler(newClientTracing(name, o.tracerProvider, o.propagator)))
 	}
 	dopts = append(dopts, o.dialOptions...)
-	conn, err := grpc.NewClient(cfg.Target, dopts...)
-	if err != nil {
-		return nil, fmt.Errorf("backends.%s: %w", name, err)
-	}
-	return &Backend{name: name, target: cfg.Target, conn: conn, readyTimeout: o.readyTimeout}, nil
+	return grpc.NewClient(addr, dopts...)
 }
 
 // Name returns the backend's name.
 func (b *Backend) Name() string { return b.name }
 
-// Target returns the driver's address.
+// Target returns the driver's address: the first target.
 func (b *Backend) Target() string { return b.target }
 
-// Unary sends req (a request's protobuf wire bytes) to the driver as it is, in one attempt, and
-// returns the driver's response bytes as they are (nil for an empty message).
+// Targets returns the driver's addresses in failover order (a copy).
+func (b *Backend) Targets() []string {
+	out := make([]string, len(b.targets))
+	for i, t := range b.targets {
+		out[i] = t.addr
+	}
+	return out
+}
+
+// unary sends req (a request's protobuf wire bytes) to the driver as it is and returns the
+// driver's response bytes as they are (nil for an empty message). It makes one attempt, plus
+// one on each further target when a target's driver cannot be reached (see Backend).
 //
 // The caller's incoming metadata in ctx goes to the driver (see outgoingContext), and ctx's
 // deadline and cancellation apply to the call. When ctx is the context of the caller's grpc
 // server stream, the driver's response header and trailer metadata are set on that stream with
 // grpc.SetHeader and grpc.SetTrailer (also when the call fails). Errors are *backends.Error: the
 // driver's status code gives the class and its message is kept, prefixed with the backend name;
-// a driver that cannot be reached is ClassUnavailable at once (calls do not wait for the
-// connection).
-func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte, error) {
+// a driver that cannot be reached at any target is ClassUnavailable at once (calls do not wait
+// for a connection).
+func (b *Backend) unary(ctx context.Context, method string, req []byte) ([]byte, error) {
 	if b.closed.Load() {
 		return nil, b.closedError(nil)
 	}
-	backends.CallInfoFrom(ctx).AddAttempt()
-	var (
-		header, trailer metadata.MD
-		p               peer.Peer
-		out             Frame
-	)
-	err := b.conn.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
-		grpc.ForceCodecV2(Codec{}), grpc.WaitForReady(false),
-		grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
-	relayResponseMetadata(ctx, header, trailer)
+	var resp []byte
+	err := b.failover(ctx, func(t *target) (string, error) {
+		backends.CallInfoFrom(ctx).AddAttempt()
+		var (
+			header, trailer metadata.MD
+			p               peer.Peer
+			out             Frame
+		)
+		err := t.conn.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
+			grpc.ForceCodecV2(Codec{}), grpc.WaitForReady(false),
+			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+		relayResponseMetadata(ctx, header, trailer)
+		if err != nil {
+			reached := p.Addr != nil
+			return unreached(ctx, err, reached), b.classify(ctx, t, err, reached, "")
+		}
+		resp = out.Payload
+		return "", nil
+	})
 	if err != nil {
-		return nil, b.classify(ctx, err, p.Addr != nil, "")
+		return nil, err
 	}
-	return out.Payload, nil
+	return resp, nil
 }
 
-// Ready calls Identity/Probe, bounded by the ready timeout (2 s by default). It returns nil when
-// the driver answers OK and does not say ready=false; otherwise a *backends.Error saying why
-// (ClassUnavailable for a driver that cannot be reached or is still starting).
+// Ready calls Identity/Probe on the targets, starting with the one calls go to, each bounded by
+// the ready timeout (2 s by default; the caller's deadline applies too when it is earlier); a
+// target whose connection is failing first tries to connect again (see wake). It
+// returns nil at the first target whose driver answers OK and does not say ready=false, and
+// makes that target the one calls go to; otherwise a *backends.Error saying, for every target,
+// why not (ClassUnavailable for a driver that cannot be reached or is still starting).
 func (b *Backend) Ready(ctx context.Context) error {
 	if b.closed.Load() {
 		return b.closedError(nil)
 	}
+	start := int(b.preferred.Load())
+	var nr notReady
+	for i := range b.targets {
+		idx := (start + i) % len(b.targets)
+		b.targets[idx].wake(ctx) // report a driver that is back as soon as it is
+		err := b.probe(ctx, b.targets[idx])
+		if err == nil {
+			b.prefer(start, idx, nr.reasons(b))
+			return nil
+		}
+		nr.add(b.targets[idx], err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nr.err(b)
+}
+
+// probe asks one target's driver whether it is ready.
+func (b *Backend) probe(ctx context.Context, t *target) *backends.Error {
 	ctx, cancel := context.WithTimeout(ctx, b.readyTimeout)
 	defer cancel()
 	var p peer.Peer
-	resp, err := csi.NewIdentityClient(b.conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(false), grpc.Peer(&p))
+	resp, err := csi.NewIdentityClient(t.conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(false), grpc.Peer(&p))
 	if err != nil {
-		return b.classify(ctx, err, p.Addr != nil, "Identity/Probe: ")
+		return b.classify(ctx, t, err, p.Addr != nil, "Identity/Probe: ")
 	}
 	if r := resp.GetReady(); r != nil && !r.GetValue() {
 		return b.newError(backends.ClassUnavailable, nil,
-			"Identity/Probe: the driver at %s reports ready=false (still starting up?)", b.target)
+			"Identity/Probe: the driver at %s reports ready=false (still starting up?)", t.addr)
 	}
 	return nil
 }
 
-// Close closes the connection to the driver; calls in flight fail with ClassUnavailable, and so
-// do calls made after Close. Close may be called more than once.
+// Close closes the connections to the driver; calls in flight fail with ClassUnavailable, and
+// so do calls made after Close. Close may be called more than once.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
-		b.closeErr = b.conn.Close()
+		b.closeErr = b.closeConns()
 	})
 	return b.closeErr
+}
+
+// closeConns closes every target's connection.
+func (b *Backend) closeConns() error {
+	var errs []error
+	for _, t := range b.targets {
+		errs = append(errs, t.conn.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package grpc
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path"
@@ -15,11 +16,32 @@ import (
 )
 
 // Config is one grpc backend's configuration (backends.NAME in the gateway's config file).
+// Exactly one of Target and Targets is set.
 type Config struct {
-	// Target is the driver's address: unix:///abs/path.sock (a Unix socket; the path must be
-	// absolute), or dns:///host:port (TCP), which is accepted only with TLS credentials given
-	// by WithTransportCredentials.
+	// Target (target) is the driver's address: unix:///abs/path.sock (a Unix socket; the path
+	// must be absolute), or dns:///host:port (TCP), which is accepted only with TLS credentials
+	// given by WithTransportCredentials. It is the shorthand for one target.
 	Target string
+	// Targets (targets) are addresses of the same driver, in failover order, each written like
+	// Target: a call goes to the target that worked last and moves on to the next only when
+	// it cannot reach its driver (see Backend). Every target gets the same credentials.
+	Targets []string
+}
+
+// targetList returns the configured targets, each with the key errors name it by. Errors name
+// the key at fault.
+func (c Config) targetList(name string) ([]string, []string, error) {
+	switch {
+	case c.Target != "" && len(c.Targets) > 0:
+		return nil, nil, fmt.Errorf("backends.%s: target and targets are both set; use target for one driver address or targets for several, not both", name)
+	case len(c.Targets) > 0:
+		keys := make([]string, len(c.Targets))
+		for i := range c.Targets {
+			keys[i] = fmt.Sprintf("backends.%s.targets[%d]", name, i)
+		}
+		return c.Targets, keys, nil
+	}
+	return []string{c.Target}, []string{"backends." + name + ".target"}, nil
 }
 
 // Option is an optional setting of New.
@@ -31,11 +53,14 @@ type options struct {
 	readyTimeout   time.Duration
 	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
 	propagator     propagation.TextMapPropagator // nil: otel's global
+	log            *slog.Logger                  // failover notices (see WithLogger)
+
+	breaker breakerOptions // see WithCircuitBreaker (breaker.go)
 }
 
 // defaultOptions holds every default in one place.
 func defaultOptions() options {
-	return options{readyTimeout: 2 * time.Second}
+	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler)}
 }
 
 // WithTransportCredentials sets the credentials of the connection to the driver. TCP
@@ -70,13 +95,14 @@ const (
 	tcpTarget
 )
 
-// parseTarget checks target and says which transport it names. Errors name the config key.
-func parseTarget(name, target string) (targetKind, error) {
+// parseTarget checks target and says which transport it names. Errors start with key, the
+// config key of the target ("backends.NAME.target", "backends.NAME.targets[1]").
+func parseTarget(key, target string) (targetKind, error) {
 	bad := func(format string, args ...any) (targetKind, error) {
-		return 0, fmt.Errorf("backends.%s.target: %q: %s", name, target, fmt.Sprintf(format, args...))
+		return 0, fmt.Errorf("%s: %q: %s", key, target, fmt.Sprintf(format, args...))
 	}
 	if target == "" {
-		return 0, fmt.Errorf("backends.%s.target: required (unix:///abs/path.sock or dns:///host:port)", name)
+		return 0, fmt.Errorf("%s: required (unix:///abs/path.sock or dns:///host:port)", key)
 	}
 	u, err := url.Parse(target)
 	if err != nil {
@@ -115,15 +141,16 @@ func parseTarget(name, target string) (targetKind, error) {
 
 // checkCredentials refuses a TCP target without TLS: the gateway never sends CSI calls (which
 // carry secrets) in clear over a network.
-func checkCredentials(name, target string, kind targetKind, creds credentials.TransportCredentials) error {
+// key is the target's config key, as for parseTarget.
+func checkCredentials(name, key, target string, kind targetKind, creds credentials.TransportCredentials) error {
 	if kind != tcpTarget {
 		return nil
 	}
 	if creds == nil {
-		return fmt.Errorf("backends.%s.target: %q: TLS is required for TCP targets; configure TLS for this backend (backends.%s.tls)", name, target, name)
+		return fmt.Errorf("%s: %q: TLS is required for TCP targets; configure TLS for this backend (backends.%s.tls)", key, target, name)
 	}
 	if p := creds.Info().SecurityProtocol; p != "tls" {
-		return fmt.Errorf("backends.%s.target: %q: TLS is required for TCP targets, got %q credentials; configure TLS for this backend (backends.%s.tls)", name, target, p, name)
+		return fmt.Errorf("%s: %q: TLS is required for TCP targets, got %q credentials; configure TLS for this backend (backends.%s.tls)", key, target, p, name)
 	}
 	return nil
 }

@@ -7,6 +7,10 @@
 // github.com/mwitkow/grpc-proxy. Errors are classified (*backends.Error) and prefixed with the
 // backend's name; the driver's status details are dropped.
 //
-// It refuses to decode or re-encode messages, to retry (one call is one attempt; retrying is the
-// gateway's decision), and to talk TCP without TLS.
+// A backend may have several targets (addresses of the same driver) in failover order: a call
+// goes to the one that worked last, and moves to the next only when it could not reach its
+// driver at all, so the request was never seen there (failover.go).
+//
+// It refuses to decode or re-encode messages, to retry a call a driver may have seen (one such
+// call is one attempt; retrying is the gateway's decision), and to talk TCP without TLS.
 package grpc

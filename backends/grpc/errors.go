@@ -19,15 +19,15 @@ import (
 // no longer be recognised there.
 const maxMessage = 16 << 10
 
-// classify turns the error of a call to the driver into a *backends.Error. reached says whether
-// the call got a connection to the driver (false: it failed while connecting). ctx is the
-// caller's context, used to tell the caller going away from the driver failing.
+// classify turns the error of a call to the driver at t into a *backends.Error. reached says
+// whether the call got a connection to the driver (false: it failed while connecting). ctx is
+// the caller's context, used to tell the caller going away from the driver failing.
 //
 // The driver's status code picks the class (backends.ClassFromCode) and its message is kept,
 // prefixed with the backend's name; status details are dropped. A transport failure (no
 // connection, or the connection lost mid-call) becomes ClassUnavailable with a message naming
 // the target and what to check.
-func (b *Backend) classify(ctx context.Context, err error, reached bool, what string) *backends.Error {
+func (b *Backend) classify(ctx context.Context, t *target, err error, reached bool, what string) *backends.Error {
 	var be *backends.Error
 	if errors.As(err, &be) {
 		return be
@@ -43,8 +43,8 @@ func (b *Backend) classify(ctx context.Context, err error, reached bool, what st
 		return b.closedError(err)
 	case code == codes.Unavailable && (!reached || transportFailure(msg)):
 		return b.newError(backends.ClassUnavailable, err,
-			"%scannot reach the driver at %s (%s); is the driver running? check backends.%s.target",
-			what, b.target, msg, b.name)
+			"%scannot reach the driver at %s (%s); is the driver running? check %s",
+			what, t.addr, msg, t.key)
 	case code == codes.DeadlineExceeded && deadlinePassed(ctx):
 		// grpc's message here depends on which side noticed first ("context deadline
 		// exceeded", "stream terminated by RST_STREAM ..."); it says nothing more.

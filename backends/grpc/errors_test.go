@@ -15,6 +15,7 @@ import (
 
 func TestClassify(t *testing.T) {
 	b := &Backend{name: "drv", target: "unix:///run/d.sock"}
+	tgt := &target{addr: "unix:///run/d.sock", key: "backends.drv.target"}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	// A deadline already past.
@@ -57,7 +58,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			be := b.classify(tt.ctx, tt.err, tt.reached, "")
+			be := b.classify(tt.ctx, tgt, tt.err, tt.reached, "")
 			if be.Class != tt.class || be.Message != tt.message {
 				t.Errorf("got %v %q\nwant %v %q", be.Class, be.Message, tt.class, tt.message)
 			}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Stream forwards one call of any shape (server streams such as
+// stream forwards one call of any shape (server streams such as
 // csi.v1.SnapshotMetadata/GetMetadataAllocated, bidi streams, methods of services the gateway
 // does not know) frame by frame between caller and the driver, with github.com/mwitkow/grpc-proxy.
 // Frames are relayed as *emptypb.Empty values whose unknown fields hold the bytes, so they reach
@@ -26,35 +26,45 @@ import (
 // ctx must be caller's context or derived from it: its metadata is forwarded like in Unary, and
 // its deadline and cancellation end the call to the driver. method is the full method name
 // ("/service/method") called on the driver. caller must not have been read from yet. One attempt
-// is counted. Errors are *backends.Error, classified like in Unary; a call cut short because the
+// is counted per target tried: a stream fails over to the next target only when it could not
+// be opened because the driver cannot be reached, before any frame was read or sent (see
+// Backend). Errors are *backends.Error, classified like in Unary; a call cut short because the
 // caller went away is ClassCanceled (ClassDeadline when its deadline passed).
-func (b *Backend) Stream(ctx context.Context, method string, caller grpc.ServerStream) error {
+func (b *Backend) stream(ctx context.Context, method string, caller grpc.ServerStream) error {
 	if b.closed.Load() {
 		return b.closedError(nil)
 	}
-	backends.CallInfoFrom(ctx).AddAttempt()
 	out := outgoingContext(ctx)
-	conn := &watchedConn{conn: b.conn}
-	in := &watchedCaller{
-		ServerStream: caller,
-		// grpc-proxy reads the method from the stream's context; this makes it the method asked
-		// for, and lets caller be any ServerStream (a wrapped one, too).
-		ctx: grpc.NewContextWithServerTransportStream(ctx, methodStream{caller, method}),
-	}
-	director := func(context.Context, string) (context.Context, grpc.ClientConnInterface, error) {
-		return out, conn, nil
-	}
-	err := proxy.TransparentHandler(director)(nil, in)
-	if err == nil {
-		return nil
-	}
-	return b.classifyStream(ctx, err, conn, in)
+	return b.failover(ctx, func(t *target) (string, error) {
+		backends.CallInfoFrom(ctx).AddAttempt()
+		conn := &watchedConn{conn: t.conn}
+		in := &watchedCaller{
+			ServerStream: caller,
+			// grpc-proxy reads the method from the stream's context; this makes it the method
+			// asked for, and lets caller be any ServerStream (a wrapped one, too).
+			ctx: grpc.NewContextWithServerTransportStream(ctx, methodStream{caller, method}),
+		}
+		director := func(context.Context, string) (context.Context, grpc.ClientConnInterface, error) {
+			return out, conn, nil
+		}
+		err := proxy.TransparentHandler(director)(nil, in)
+		if err == nil {
+			return "", nil
+		}
+		why := ""
+		// grpc-proxy opens the stream to the driver before it touches caller: when that
+		// failed, no frame went either way and the next target may have the call.
+		if !conn.reached.Load() && in.err() == nil {
+			why = unreached(ctx, err, false)
+		}
+		return why, b.classifyStream(ctx, t, err, conn, in)
+	})
 }
 
-// classifyStream classifies what grpc-proxy's handler returned: the driver's status (or a
-// failure to open the stream), or its own "failed proxying s2c" INTERNAL error when reading from
-// the caller or writing to the driver failed.
-func (b *Backend) classifyStream(ctx context.Context, err error, conn *watchedConn, in *watchedCaller) *backends.Error {
+// classifyStream classifies what grpc-proxy's handler returned for the stream to t: the
+// driver's status (or a failure to open the stream), or its own "failed proxying s2c" INTERNAL
+// error when reading from the caller or writing to the driver failed.
+func (b *Backend) classifyStream(ctx context.Context, t *target, err error, conn *watchedConn, in *watchedCaller) *backends.Error {
 	// A request the caller's server refused (too large, say) ends the caller's call with that
 	// status, which cancels the caller's context and so the call to the driver: whichever side
 	// grpc-proxy heard from first, the refused request is the reason.
@@ -65,7 +75,7 @@ func (b *Backend) classifyStream(ctx context.Context, err error, conn *watchedCo
 	}
 	st := status.Convert(err)
 	if st.Code() != codes.Internal || !strings.HasPrefix(st.Message(), "failed proxying s2c") {
-		return b.classify(ctx, err, conn.reached.Load(), "")
+		return b.classify(ctx, t, err, conn.reached.Load(), "")
 	}
 	if cerr := firstErr(ctx.Err(), in.ServerStream.Context().Err()); cerr != nil {
 		class := backends.ClassCanceled
@@ -77,7 +87,7 @@ func (b *Backend) classifyStream(ctx context.Context, err error, conn *watchedCo
 	if serr := conn.err(); serr != nil {
 		return b.newError(classOfErr(serr), err, "sending the request to the driver: %s", status.Convert(serr).Message())
 	}
-	return b.classify(ctx, err, conn.reached.Load(), "")
+	return b.classify(ctx, t, err, conn.reached.Load(), "")
 }
 
 // classOfErr is the class of a status error; ClassInternal for an error that carries no status.

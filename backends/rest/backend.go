@@ -33,6 +33,9 @@ type Backend struct {
 	client *http.Client // never follows redirects
 	timed  *http.Client // client with cfg.RequestTimeout per attempt, for calls without a deadline
 
+	breakers []*backends.Breaker   // one per URL, in order; nil entries when disabled
+	budget   *backends.RetryBudget // nil when disabled
+
 	preferred atomic.Int32 // index in urls of the URL that answered last; calls start there
 	closed    atomic.Bool
 	methods   sync.Map // method path → *method; only methods found, so it stays small
@@ -75,7 +78,9 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	if timed.Timeout == 0 || cfg.RequestTimeout < timed.Timeout {
 		timed.Timeout = cfg.RequestTimeout
 	}
-	return &Backend{name: name, cfg: cfg, urls: urls, client: &client, timed: &timed}, nil
+	b := &Backend{name: name, cfg: cfg, urls: urls, client: &client, timed: &timed}
+	b.guard(o.now)
+	return b, nil
 }
 
 // prefixErrors puts prefix before each of the joined errors in err.

@@ -37,6 +37,11 @@ type call struct {
 	attempts int
 	wait     time.Duration // before the next attempt, decided by checkRetry
 	stopped  string        // why retrying stopped before maxAttempts, for the message
+	tried    []bool        // by URL index: whether an attempt of this call went there
+
+	// The breaker's permit for the attempt about to be sent (or in flight), while holding.
+	permit  backends.Permit
+	holding bool
 
 	// The last failed attempt, when failed: its class, its message without the
 	// `backend "NAME": METHOD: ` prefix, and the transport error if it got no answer.
@@ -50,7 +55,16 @@ type call struct {
 // returns the body of a 200 answer (at most maxSuccessBody bytes). Any other outcome is a
 // classified *backends.Error.
 func (b *Backend) post(ctx context.Context, m *method, body []byte, policy attemptPolicy) ([]byte, error) {
-	c := &call{b: b, m: m, policy: policy, next: int(b.preferred.Load()) % len(b.urls)}
+	c := &call{b: b, m: m, policy: policy, tried: make([]bool, len(b.urls))}
+	first, permit, open := c.admit(int(b.preferred.Load()) % len(b.urls))
+	if open != "" {
+		return nil, newError(backends.ClassUnavailable, b.name, m.name, open)
+	}
+	c.hold(first, permit)
+	defer c.release()
+	if !policy.failoverOnly {
+		b.budget.RecordCall()
+	}
 	client := b.client
 	if _, ok := ctx.Deadline(); !ok {
 		client, c.timeout = b.timed, b.cfg.RequestTimeout
@@ -104,16 +118,20 @@ func (b *Backend) post(ctx context.Context, m *method, body []byte, policy attem
 func (c *call) beforeAttempt(_ retryablehttp.Logger, req *http.Request, _ int) {
 	c.attempts++
 	c.used = c.next
+	c.tried[c.used] = true
 	backends.CallInfoFrom(req.Context()).AddAttempt()
 }
 
 // checkRetry is the CheckRetry of the call: it classifies the attempt, remembers the URL
 // that answered or moves on from the one that did not, and decides whether and after how
 // long to try again. It stops when the caller's context is done, when the policy says the
-// failure is final, when the attempts are used up, and when the wait would pass the
-// caller's deadline or be longer than the policy's maximum.
+// failure is final, when the attempts are used up, when the wait would pass the
+// caller's deadline or be longer than the policy's maximum, when every URL's circuit is
+// open, and when the retry budget is spent (guard.go). It reports each attempt's outcome
+// to its URL's breaker.
 func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
+		c.settle(true, false)
 		return false, ctx.Err()
 	}
 	var retry bool
@@ -126,6 +144,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 			c.next = (c.used + 1) % len(c.b.urls)
 		}
 	case resp.StatusCode == http.StatusOK:
+		c.settle(false, true)
 		c.b.preferred.Store(int32(c.used))
 		return false, nil
 	default:
@@ -139,6 +158,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		c.lastClass, c.lastMsg = describeAnswer(c.b.name, c.m.path, c.b.urls[c.used].display, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 		retry = retryableStatus(resp.StatusCode) && !c.policy.failoverOnly
 	}
+	c.settle(false, false)
 	if !retry || c.attempts >= c.policy.maxAttempts {
 		return false, nil
 	}
@@ -156,6 +176,17 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		c.stopped = fmt.Sprintf("the next retry, in %v, would pass the caller's deadline", wait.Round(time.Millisecond))
 		return false, nil
 	}
+	next, permit, open := c.admit(c.next)
+	if open != "" {
+		c.stopped = open
+		return false, nil
+	}
+	if !c.retryFits(next) {
+		permit.Release()
+		c.stopped = c.budgetSpent()
+		return false, nil
+	}
+	c.hold(next, permit)
 	c.wait = wait
 	return true, nil
 }

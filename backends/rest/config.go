@@ -10,6 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // Defaults for the zero values of Config.
@@ -32,6 +34,12 @@ type Config struct {
 	// RequestTimeout (requestTimeout) bounds each attempt of a call whose context has no
 	// deadline. A call with a deadline is bounded by it alone.
 	RequestTimeout time.Duration
+	// Breaker (circuitBreaker) is the circuit breaker kept for each URL: a URL whose
+	// circuit is open is skipped, and when every URL's is, calls fail fast (guard.go).
+	Breaker backends.BreakerConfig
+	// Budget (retryBudget) bounds the retries of all calls together to a fraction of the
+	// calls, so that an outage does not multiply the load (guard.go).
+	Budget backends.BudgetConfig
 }
 
 // Retry is the retry policy of a backend; see retry.go for what is retried.
@@ -90,6 +98,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("requestTimeout: %v is negative", c.RequestTimeout))
 	}
+	var err error
+	c.Breaker, err = c.Breaker.WithDefaults()
+	errs = append(errs, eachPrefixed("circuitBreaker.", err)...)
+	c.Budget, err = c.Budget.WithDefaults()
+	errs = append(errs, eachPrefixed("retryBudget.", err)...)
 	return c, errors.Join(errs...)
 }
 
@@ -153,6 +166,7 @@ type options struct {
 	client         *http.Client
 	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
 	propagator     propagation.TextMapPropagator // nil: otel's global
+	now            func() time.Time              // nil: time.Now; tests set a fake clock
 }
 
 // WithHTTPClient makes the backend send its requests with c, for example one whose

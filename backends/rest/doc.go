@@ -14,6 +14,8 @@
 //     wait (capped, jittered, Retry-After honoured), and why retrying POSTs is safe here.
 //   - call.go: the attempts of one call with go-retryablehttp, within the caller's
 //     deadline, failing over across the configured URLs when one cannot be reached.
+//   - guard.go: a circuit breaker per URL (an open one is skipped; all open fails fast)
+//     and a retry budget per backend, so that an outage does not multiply the load.
 //
 // It refuses streaming calls (use a grpc backend), never follows redirects, never logs,
 // and never puts a request body, credentials, or more of a URL than scheme://host (and the

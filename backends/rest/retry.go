@@ -44,7 +44,8 @@ func retryableTransport(err error) bool {
 }
 
 // failover reports whether the next attempt should go to the next URL: when this one could
-// not be reached at all. A URL that answered, even with 503, stays in use.
+// not be reached at all. A URL that answered, even with 503, stays in use until its circuit
+// opens (guard.go).
 func failover(err error) bool {
 	return err != nil && retryableTransport(err)
 }

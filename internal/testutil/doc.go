@@ -1,3 +1,4 @@
 // Package testutil holds what the tests of several packages share: temporary socket paths,
-// canary secrets, the csi-sanity runner and helpers to start the real binary.
+// canary secrets, the csi-sanity runner, helpers to start the real binary, and a clock tests
+// move by hand.
 package testutil

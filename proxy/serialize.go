@@ -1,0 +1,238 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csi-gateway/csi-gateway/backends"
+)
+
+// Serializer is the table of operations in flight on each volume, snapshot and group, for
+// one gateway replica (every listener of a Server shares one). The CSI spec leaves "one call
+// in flight per volume" to the CO but lets a plugin answer ABORTED when a CO that lost its
+// state sends more; the Serializer does that gracefully:
+//
+//   - a call identical to one in flight (same method, same request) joins it: the backend is
+//     called once and every caller gets the same answer;
+//   - a different call on the same object while one is in flight gets ABORTED, naming the
+//     operation in flight (the spec's recovery for ABORTED is to retry with backoff).
+//
+// It is safe for concurrent use. Replicas do not coordinate: the CSI sidecars elect one
+// leader, so one replica sees a volume's calls.
+type Serializer struct {
+	mu      sync.Mutex
+	objects map[string][]*flight // key → the operations in flight on that object
+}
+
+// NewSerializer returns an empty in-flight table.
+func NewSerializer() *Serializer {
+	return &Serializer{objects: map[string][]*flight{}}
+}
+
+// InFlight returns how many operations are in flight: backend calls running, or being
+// cancelled because every caller has gone.
+func (s *Serializer) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, fs := range s.objects {
+		n += len(fs)
+	}
+	return n
+}
+
+// flight is one backend call shared by every caller that joined it.
+//
+// It runs on a context detached from the caller that started it (context.WithoutCancel:
+// same values, so the same trace and identity, but no deadline and no cancellation), so the
+// first caller going away does not fail the others. It is cancelled when its last waiting
+// caller has gone: it lives exactly as long as the latest deadline among its waiters, and
+// no longer than someone wants its answer.
+type flight struct {
+	operation
+	ctx    context.Context
+	cancel context.CancelFunc
+	info   *backends.CallInfo // the shared call's attempts
+
+	// Guarded by Serializer.mu.
+	waiters   int
+	abandoned bool // every waiter has gone; the call is being cancelled
+
+	done     chan struct{} // closed when the fields below are set
+	resp     []byte
+	err      error
+	backend  string
+	credited atomic.Bool // the attempts have been added to one caller's CallInfo
+}
+
+// serialize is the server's serialization middleware, on the server's Serializer.
+func (s *Server) serialize() Middleware {
+	return serializeCalls(s.serializer(), s.opts.Log, s.redactor)
+}
+
+// serializer returns the server's Serializer (Options.Serializer), made on first use.
+func (s *Server) serializer() *Serializer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.Serializer == nil {
+		s.opts.Serializer = NewSerializer()
+	}
+	return s.opts.Serializer
+}
+
+// serializeCalls serializes the calls that operationOf recognises on sz; every other call
+// passes straight through. The backend call of a flight runs on its own goroutine, under its
+// own panic recovery (logged to log); r scrubs the refused call's secret values from ABORTED
+// messages.
+//
+// It belongs inside authorize and validation (a refused call never joins or blocks anything)
+// and outside canonicalize, so the answer shared by joined callers is already the final
+// status.
+func serializeCalls(sz *Serializer, log *slog.Logger, r *Redactor) Middleware {
+	return func(next Handler) Handler {
+		run := recoverPanics(log)(next)
+		return func(ctx context.Context, call *Call) error {
+			op, ok := operationOf(call)
+			if !ok {
+				return next(ctx, call)
+			}
+			return sz.do(ctx, call, &op, run, r)
+		}
+	}
+}
+
+// do joins the flight identical to op, starts a new one, or refuses op, and then waits.
+func (s *Serializer) do(ctx context.Context, call *Call, op *operation, run Handler, r *Redactor) error {
+	for {
+		if ctx.Err() != nil {
+			return stoppedWaiting(ctx, op)
+		}
+		s.mu.Lock()
+		f := s.overlapping(op)
+		switch {
+		case f == nil:
+			f = s.start(ctx, op)
+			s.mu.Unlock()
+			go s.run(f, call, run)
+			return s.wait(ctx, call, f)
+		case !f.identical(op):
+			s.mu.Unlock()
+			return aborted(call, op, f, r)
+		case !f.abandoned:
+			f.waiters++
+			s.mu.Unlock()
+			return s.wait(ctx, call, f)
+		}
+		// The same request, whose callers have all gone: its backend call is being
+		// cancelled. Wait for it to end, then start afresh, so the backend never has two
+		// calls on one object from this replica.
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// overlapping returns the flight op overlaps, or nil. The flights on one key never overlap
+// each other, so there is at most one. s.mu must be held.
+func (s *Serializer) overlapping(op *operation) *flight {
+	for _, f := range s.objects[op.key] {
+		if f.overlaps(op) {
+			return f
+		}
+	}
+	return nil
+}
+
+// start records a new flight for op, with the caller as its one waiter. s.mu must be held.
+func (s *Serializer) start(ctx context.Context, op *operation) *flight {
+	fctx, info := backends.WithCallInfo(context.WithoutCancel(ctx))
+	fctx, cancel := context.WithCancel(fctx)
+	f := &flight{operation: *op, ctx: fctx, cancel: cancel, info: info, waiters: 1, done: make(chan struct{})}
+	s.objects[op.key] = append(s.objects[op.key], f)
+	return f
+}
+
+// run makes the flight's backend call on a Call of its own (the callers' Calls each belong
+// to their caller's goroutine), then removes the flight and hands out the answer.
+func (s *Serializer) run(f *flight, call *Call, h Handler) {
+	shared := &Call{Method: call.Method, Start: call.Start, Request: call.Request, info: call.info}
+	shared.decodeOnce.Do(func() { shared.decoded = f.req })
+	err := h(f.ctx, shared)
+	f.cancel()
+
+	s.mu.Lock()
+	fs := slices.DeleteFunc(s.objects[f.key], func(g *flight) bool { return g == f })
+	if len(fs) == 0 {
+		delete(s.objects, f.key)
+	} else {
+		s.objects[f.key] = fs
+	}
+	s.mu.Unlock()
+
+	f.resp, f.err, f.backend = shared.Response, err, shared.Backend
+	close(f.done)
+}
+
+// wait waits for f's answer, or for ctx to end: a caller that goes away stops waiting with
+// its own DEADLINE_EXCEEDED or CANCELED, and the flight continues for the others.
+func (s *Serializer) wait(ctx context.Context, call *Call, f *flight) error {
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		select {
+		case <-f.done: // the answer came as the caller left: it gets it
+		default:
+			s.leave(f)
+			return stoppedWaiting(ctx, &f.operation)
+		}
+	}
+	call.Response, call.Backend = f.resp, f.backend
+	// The backend's attempts go to one caller only, so per-backend counts stay true.
+	if f.credited.CompareAndSwap(false, true) {
+		ci := backends.CallInfoFrom(ctx)
+		for range f.info.Attempts() {
+			ci.AddAttempt()
+		}
+	}
+	return f.err
+}
+
+// leave drops one waiter from f; the last one to go cancels the backend call.
+func (s *Serializer) leave(f *flight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.waiters--
+	if f.waiters == 0 {
+		f.abandoned = true
+		f.cancel()
+	}
+}
+
+// aborted is the ABORTED status for op, refused because f is in flight on the same object.
+// It is a final CSI status (serialize sits outside canonicalize): code 10, no details, a
+// bounded message scrubbed of the refused request's secret values.
+func aborted(call *Call, op *operation, f *flight, r *Redactor) error {
+	inFlight := f.describe()
+	if f.method == op.method && f.scope == op.scope {
+		inFlight = "another " + inFlight
+	}
+	msg := fmt.Sprintf("csi-gateway: %s: %s is already in progress; retry %s when it has finished",
+		op.object(), inFlight, op.name)
+	return status.Error(codes.Aborted, boundMessage(call.secrets(r).Scrub(msg)))
+}
+
+// stoppedWaiting is the status of a caller that went away while op was in flight.
+func stoppedWaiting(ctx context.Context, op *operation) error {
+	class := callerGone(ctx)
+	return status.Error(class.Code(), boundMessage(fmt.Sprintf("csi-gateway: %s on %s: the caller stopped waiting: %v",
+		op.describe(), op.object(), ctx.Err())))
+}

@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// objectKind is a kind of object calls are serialized on: the prefix of its keys in the
+// in-flight table, and how messages name it.
+type objectKind struct {
+	prefix, label string
+}
+
+var (
+	kindVolumeName        = objectKind{"volume-name:", "volume name"}
+	kindVolume            = objectKind{"volume:", "volume"}
+	kindSnapshotName      = objectKind{"snapshot-name:", "snapshot name"}
+	kindSnapshot          = objectKind{"snapshot:", "snapshot"}
+	kindGroupSnapshotName = objectKind{"group-snapshot-name:", "group snapshot name"}
+	kindGroupSnapshot     = objectKind{"group-snapshot:", "group snapshot"}
+	kindVolumeGroupName   = objectKind{"volume-group-name:", "volume group name"}
+	kindVolumeGroup       = objectKind{"volume-group:", "volume group"}
+)
+
+// serialKey says which request field names the object a method acts on (field) and, for a
+// method that acts on one attachment of the object only, which field names the attachment
+// (scope: the node of a ControllerPublish, the target path of a NodePublish).
+type serialKey struct {
+	kind       objectKind
+	field      protoreflect.Name
+	scope      protoreflect.Name
+	scopeLabel string
+}
+
+// serialKeys lists every method that is serialized, by full method name. Methods not listed
+// are never serialized: reads (ControllerGetVolume, ListVolumes, GetCapacity,
+// ValidateVolumeCapabilities, NodeGetVolumeStats, GetSnapshot, GetVolumeGroupSnapshot, the
+// health calls, ...), capability and identity calls, streams and methods the gateway does
+// not know. A read changes nothing, so refusing it while a write is in flight protects
+// nothing and only makes pollers retry.
+//
+// Publish and unpublish act on one attachment of a volume: a ControllerPublishVolume to
+// node-2, or a NodeUnpublishVolume of another pod's target path, may run while one for
+// node-1 or another target is in flight (the external-attacher and the kubelet issue those
+// in parallel for multi-attach volumes). Every other call on the volume — and an unpublish
+// with no node_id, which means every node — conflicts with all of them.
+var serialKeys = map[string]serialKey{
+	"/csi.v1.Controller/CreateVolume":              {kind: kindVolumeName, field: "name"},
+	"/csi.v1.Controller/DeleteVolume":              {kind: kindVolume, field: "volume_id"},
+	"/csi.v1.Controller/ControllerPublishVolume":   {kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"},
+	"/csi.v1.Controller/ControllerUnpublishVolume": {kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"},
+	"/csi.v1.Controller/ControllerExpandVolume":    {kind: kindVolume, field: "volume_id"},
+	"/csi.v1.Controller/ControllerModifyVolume":    {kind: kindVolume, field: "volume_id"},
+	"/csi.v1.Controller/CreateSnapshot":            {kind: kindSnapshotName, field: "name"},
+	"/csi.v1.Controller/DeleteSnapshot":            {kind: kindSnapshot, field: "snapshot_id"},
+
+	"/csi.v1.Node/NodeStageVolume":     {kind: kindVolume, field: "volume_id"},
+	"/csi.v1.Node/NodeUnstageVolume":   {kind: kindVolume, field: "volume_id"},
+	"/csi.v1.Node/NodePublishVolume":   {kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"},
+	"/csi.v1.Node/NodeUnpublishVolume": {kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"},
+	"/csi.v1.Node/NodeExpandVolume":    {kind: kindVolume, field: "volume_id"},
+
+	"/csi.v1.GroupController/CreateVolumeGroupSnapshot": {kind: kindGroupSnapshotName, field: "name"},
+	"/csi.v1.GroupController/DeleteVolumeGroupSnapshot": {kind: kindGroupSnapshot, field: "group_snapshot_id"},
+
+	"/volumegroup.Controller/CreateVolumeGroup":           {kind: kindVolumeGroupName, field: "name"},
+	"/volumegroup.Controller/ModifyVolumeGroupMembership": {kind: kindVolumeGroup, field: "volume_group_id"},
+	"/volumegroup.Controller/DeleteVolumeGroup":           {kind: kindVolumeGroup, field: "volume_group_id"},
+}
+
+// operation is one serialized call as the in-flight table sees it.
+type operation struct {
+	key   string // kind prefix + object id or name
+	scope string // the attachment it acts on; "" for the whole object
+	kind  objectKind
+	id    string
+	// scopeLabel names the scope field in messages ("node", "target path").
+	scopeLabel string
+
+	method string // full method name
+	name   string // short method name, for messages
+	raw    []byte
+	req    proto.Message
+}
+
+// operationOf returns the operation a call performs, or false when the call is not
+// serialized: a method not in serialKeys, a stream, a request that does not decode (the
+// backend will say what is wrong with it) or one that leaves the key field empty.
+func operationOf(call *Call) (operation, bool) {
+	if call.info == nil || call.Stream != nil || call.Request == nil {
+		return operation{}, false
+	}
+	k, ok := serialKeys[call.Method]
+	if !ok {
+		return operation{}, false
+	}
+	req, err := call.DecodedRequest()
+	if err != nil || req == nil {
+		return operation{}, false
+	}
+	m := req.ProtoReflect()
+	id := stringField(m, k.field)
+	if id == "" {
+		return operation{}, false
+	}
+	op := operation{key: k.kind.prefix + id, kind: k.kind, id: id,
+		method: call.Method, name: call.info.name, raw: call.Request, req: req}
+	if k.scope != "" {
+		op.scope, op.scopeLabel = stringField(m, k.scope), k.scopeLabel
+	}
+	return op, true
+}
+
+// stringField returns the value of m's singular string field called name, or "".
+func stringField(m protoreflect.Message, name protoreflect.Name) string {
+	fd := m.Descriptor().Fields().ByName(name)
+	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+		return ""
+	}
+	return m.Get(fd).String()
+}
+
+// object names the object in messages: `volume "vol-1"`.
+func (op *operation) object() string { return fmt.Sprintf("%s %q", op.kind.label, op.id) }
+
+// describe names the operation in messages: `ControllerPublishVolume (node "node-1")`.
+func (op *operation) describe() string {
+	if op.scope == "" {
+		return op.name
+	}
+	return fmt.Sprintf("%s (%s %q)", op.name, op.scopeLabel, op.scope)
+}
+
+// overlaps reports whether op and other act on the same object, or the same attachment of it.
+func (op *operation) overlaps(other *operation) bool {
+	return op.key == other.key && (op.scope == "" || other.scope == "" || op.scope == other.scope)
+}
+
+// identical reports whether other is the same request as op, to be joined rather than
+// refused. Byte equality is the fast path; proto.Equal catches the same request encoded
+// differently — Go's protobuf encoder writes map entries (parameters, secrets, contexts) in
+// random order, so a CO's retry of the same call is often not byte-identical.
+func (op *operation) identical(other *operation) bool {
+	return op.method == other.method && (bytes.Equal(op.raw, other.raw) || proto.Equal(op.req, other.req))
+}

@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/backends"
+)
+
+// ValidationMode says what the gateway does with a call that breaks a rule of the CSI spec
+// (docs/validation.md lists the rules): refuse it, log it, or not look.
+type ValidationMode string
+
+const (
+	// ValidationEnforce refuses a request that breaks a rule (INVALID_ARGUMENT, or
+	// UNIMPLEMENTED / FAILED_PRECONDITION for capability rules) without calling the backend,
+	// and turns a backend's malformed answer into an error naming the backend and the rule.
+	// It is the default of the configuration (validation: enforce).
+	ValidationEnforce ValidationMode = "enforce"
+	// ValidationWarn logs at warn level what enforce would refuse, then forwards as is.
+	ValidationWarn ValidationMode = "warn"
+	// ValidationOff forwards every call unchecked; it is what the zero Options mean.
+	ValidationOff ValidationMode = "off"
+)
+
+// ParseValidationMode reads a mode as written in the configuration; "" means enforce.
+func ParseValidationMode(s string) (ValidationMode, error) {
+	switch m := ValidationMode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		return ValidationEnforce, nil
+	case ValidationEnforce, ValidationWarn, ValidationOff:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown validation mode %q; use enforce, warn or off", s)
+}
+
+// violation is one broken rule: the code the caller gets and what is wrong, naming the field
+// path ("volume_capabilities[0].access_mode is required"). Messages never quote a value the
+// caller sent (it could be a secret), only field paths, sizes and topology keys.
+type violation struct {
+	code codes.Code
+	msg  string
+}
+
+// maxViolations bounds how many broken rules one check collects.
+const maxViolations = 8
+
+// validate checks every call of a known CSI or VolumeGroup method against the spec: the
+// request (required fields, sizes, formats), what the backend the method routes to
+// advertises (capability gating), and the backend's answer. In enforce mode a broken request
+// never reaches the backend and a malformed answer never reaches the caller; in warn mode both
+// are logged and forwarded; off (or "") adds nothing to the chain.
+//
+// It sits between authorize and canonicalize, so its errors are statuses of the gateway's own
+// (no details, bounded message, no value from the request) and it checks the answer the caller
+// would get. Capabilities are fetched from the routed backend and cached (capabilityCache);
+// when they cannot be fetched, calls are not gated (fail open) and the failure is logged.
+func validate(mode ValidationMode, routes routeTable, bes map[string]backends.Backend, log *slog.Logger) Middleware {
+	if mode != ValidationEnforce && mode != ValidationWarn {
+		return func(next Handler) Handler { return next }
+	}
+	v := &validator{mode: mode, routes: routes, caps: newCapabilityCache(bes, log, defaultCapabilityRefresh), log: log}
+	return v.middleware
+}
+
+// validator is the state of the validate middleware; safe for concurrent use.
+type validator struct {
+	mode   ValidationMode
+	routes routeTable
+	caps   *capabilityCache
+	log    *slog.Logger
+}
+
+func (v *validator) middleware(next Handler) Handler {
+	return func(ctx context.Context, call *Call) error {
+		if !call.Known() || call.info.desc.IsStreamingClient() {
+			return next(ctx, call) // not CSI, or client-streaming: nothing decoded to check
+		}
+		backend := v.routes.match(call.Method)
+		req, err := call.DecodedRequest()
+		if req == nil && err == nil {
+			req = call.info.input.New().Interface() // an empty request arrives as no bytes at all
+		}
+		if err != nil {
+			if err := v.refuse(ctx, call, backend, "request", []violation{{codes.InvalidArgument, err.Error()}}); err != nil {
+				return err
+			}
+			return next(ctx, call) // warn: forwarded; an answer to an undecodable request is not checked
+		}
+		if vs := v.checkRequest(ctx, call.Method, backend, req); len(vs) > 0 {
+			if err := v.refuse(ctx, call, backend, "request", vs); err != nil {
+				return err
+			}
+		}
+		if err := next(ctx, call); err != nil || call.Stream != nil {
+			return err // statuses are canonicalize's; streamed answers are not checked
+		}
+		resp, err := decodeResponse(call) // a nil Response is the empty message
+		if err != nil {
+			return v.refuse(ctx, call, backend, "response", []violation{{responseCode(call.Method),
+				fmt.Sprintf("the answer is not a valid %s: %v", call.info.desc.Output().FullName(), err)}})
+		}
+		if backend != "" {
+			v.caps.learn(backend, call.Method, resp)
+		}
+		if vs := v.checkResponse(ctx, call.Method, backend, req, resp); len(vs) > 0 {
+			return v.refuse(ctx, call, backend, "response", vs)
+		}
+		return nil
+	}
+}
+
+// decodeResponse decodes the raw answer of a unary call.
+func decodeResponse(call *Call) (proto.Message, error) {
+	m := call.info.output.New().Interface()
+	if err := proto.Unmarshal(call.Response, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkRequest returns the rules req breaks: first the capability the method needs, then the
+// request's own fields, then the rules that depend on what the backend advertises.
+func (v *validator) checkRequest(ctx context.Context, method, backend string, req proto.Message) []violation {
+	caps := v.caps.view(ctx, backend)
+	if vl := gateMethod(method, caps); vl != nil {
+		return []violation{*vl}
+	}
+	c := &checker{side: requestSide}
+	c.message(req.ProtoReflect(), "")
+	if len(c.out) > 0 {
+		return c.out
+	}
+	return gateRequest(method, req, caps)
+}
+
+// checkResponse returns the rules the backend's answer breaks, with the code each becomes.
+func (v *validator) checkResponse(ctx context.Context, method, backend string, req, resp proto.Message) []violation {
+	c := &checker{side: responseSide}
+	c.message(resp.ProtoReflect(), "")
+	checkAnswer(c, method, req, resp, v.caps.view(ctx, backend))
+	code := responseCode(method)
+	for i := range c.out {
+		c.out[i].code = code
+	}
+	return c.out
+}
+
+// refuse acts on broken rules: in enforce mode it returns the status the caller gets; in warn
+// mode it logs what enforce would have refused and returns nil.
+func (v *validator) refuse(ctx context.Context, call *Call, backend, side string, vs []violation) error {
+	msg := describe(call, backend, side, vs)
+	if v.mode == ValidationWarn {
+		v.log.LogAttrs(ctx, slog.LevelWarn, "validation",
+			slog.String("method", call.MethodName()),
+			slog.String("backend", backend),
+			slog.String("side", side),
+			slog.String("would_refuse_with", vs[0].code.String()),
+			slog.String("problem", msg))
+		return nil
+	}
+	return status.Error(vs[0].code, msg)
+}
+
+// describe is the message of a refusal: where it comes from and the first broken rules.
+func describe(call *Call, backend, side string, vs []violation) string {
+	var b strings.Builder
+	switch {
+	case side == "request" && vs[0].code == codes.InvalidArgument:
+		fmt.Fprintf(&b, "csi-gateway: invalid %s request: ", call.MethodName())
+	case side == "request":
+		b.WriteString("csi-gateway: ")
+	default:
+		fmt.Fprintf(&b, "backend %q: malformed %s answer: ", backend, call.MethodName())
+	}
+	shown := min(len(vs), 3)
+	for i, vl := range vs[:shown] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(vl.msg)
+	}
+	if n := len(vs) - shown; n > 0 {
+		fmt.Fprintf(&b, "; and %d more", n)
+	}
+	if side == "response" {
+		if vs[0].code == codes.Unavailable {
+			b.WriteString("; the gateway does not pass on a malformed answer: retry with the same name, and fix the backend")
+		} else {
+			b.WriteString("; the gateway does not pass on a malformed answer: fix the backend")
+		}
+	}
+	return boundMessage(b.String())
+}

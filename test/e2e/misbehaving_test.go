@@ -1,0 +1,514 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/csi-gateway/csi-gateway/backends"
+	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/backends/rest"
+	"github.com/csi-gateway/csi-gateway/backends/rest/connect"
+	"github.com/csi-gateway/csi-gateway/proxy"
+)
+
+// This file drives a real proxy.Server in enforce mode, in front of a real grpc backend and a
+// real rest backend, whose driver and HTTP (Connect JSON) appliance, both written here, break
+// one rule of REQUIREMENTS §7.1 or §7.3 per row, on demand. Each row checks that the gateway
+// repairs the answer (strips details, maps NOT_FOUND on a delete to OK, ...) or refuses it
+// with a clear message naming the backend and the rule — never a malformed OK.
+
+// misbehaviour is how the driver and the appliance answer the row's call.
+type misbehaviour struct {
+	resp    proto.Message // answer OK with this message
+	raw     string        // answer OK with these bytes (gRPC) or this JSON body (HTTP)
+	code    codes.Code    // fail with this code (when not OK) ...
+	msg     string        // ... and this message
+	details bool          // attach google.rpc details to the failure
+	reset   bool          // HTTP only: close the connection without an answer
+	html    int           // HTTP only: answer this status with an HTML page (a load balancer's)
+	caps    func(*misbehavingCaps)
+}
+
+// misbehavingCaps are the capability sets the driver and the appliance advertise.
+type misbehavingCaps struct {
+	plugin     []csi.PluginCapability_Service_Type
+	controller []csi.ControllerServiceCapability_RPC_Type
+	node       []csi.NodeServiceCapability_RPC_Type
+}
+
+func fullCaps() *misbehavingCaps {
+	c := &misbehavingCaps{}
+	for v := range csi.PluginCapability_Service_Type_name {
+		if v != 0 {
+			c.plugin = append(c.plugin, csi.PluginCapability_Service_Type(v))
+		}
+	}
+	for v := range csi.ControllerServiceCapability_RPC_Type_name {
+		if v != 0 {
+			c.controller = append(c.controller, csi.ControllerServiceCapability_RPC_Type(v))
+		}
+	}
+	for v := range csi.NodeServiceCapability_RPC_Type_name {
+		if v != 0 {
+			c.node = append(c.node, csi.NodeServiceCapability_RPC_Type(v))
+		}
+	}
+	return c
+}
+
+func (c *misbehavingCaps) dropPlugin(t csi.PluginCapability_Service_Type) {
+	c.plugin = without(c.plugin, t)
+}
+
+func (c *misbehavingCaps) dropController(t csi.ControllerServiceCapability_RPC_Type) {
+	c.controller = without(c.controller, t)
+}
+
+func without[T comparable](s []T, drop T) []T {
+	var out []T
+	for _, v := range s {
+		if v != drop {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// answer returns the capability answer for method, or nil when method is no capability RPC.
+func (c *misbehavingCaps) answer(method string) proto.Message {
+	switch method {
+	case "/csi.v1.Identity/GetPluginCapabilities":
+		r := &csi.GetPluginCapabilitiesResponse{}
+		for _, t := range c.plugin {
+			r.Capabilities = append(r.Capabilities, &csi.PluginCapability{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: t}}})
+		}
+		return r
+	case "/csi.v1.Controller/ControllerGetCapabilities":
+		r := &csi.ControllerGetCapabilitiesResponse{}
+		for _, t := range c.controller {
+			r.Capabilities = append(r.Capabilities, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
+		}
+		return r
+	case "/csi.v1.Node/NodeGetCapabilities":
+		r := &csi.NodeGetCapabilitiesResponse{}
+		for _, t := range c.node {
+			r.Capabilities = append(r.Capabilities, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
+		}
+		return r
+	}
+	return nil
+}
+
+// misbehaver holds the current row's misbehaviour for the driver and the appliance, and
+// records the non-capability methods they were called with.
+type misbehaver struct {
+	mu     sync.Mutex
+	now    misbehaviour
+	caps   *misbehavingCaps
+	called []string
+}
+
+func (m *misbehaver) set(b misbehaviour) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now, m.called, m.caps = b, nil, fullCaps()
+	if b.caps != nil {
+		b.caps(m.caps)
+	}
+}
+
+// take returns what to answer method with: the capability answer, or the misbehaviour (and
+// records the call).
+func (m *misbehaver) take(method string) (proto.Message, misbehaviour) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.caps.answer(method); c != nil {
+		return c, misbehaviour{}
+	}
+	m.called = append(m.called, method)
+	return nil, m.now
+}
+
+func (m *misbehaver) calls() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.called...)
+}
+
+// errorDetails are the details a misbehaving backend attaches to its failures.
+func errorDetails() []protoadapt.MessageV1 {
+	return []protoadapt.MessageV1{
+		&errdetails.ErrorInfo{Reason: "DRIVER_REFUSED", Domain: "driver.example"},
+		&errdetails.DebugInfo{Detail: "stack trace: main.go:42"},
+	}
+}
+
+// driverAnswer is the test driver's driverFunc for the misbehaver.
+func (m *misbehaver) driverAnswer(_ context.Context, c *driverCall, send func([]byte) error) error {
+	caps, b := m.take(c.Method)
+	switch {
+	case caps != nil:
+		return send(marshal(caps))
+	case b.resp != nil:
+		return send(marshal(b.resp))
+	case b.raw != "":
+		return send([]byte(b.raw))
+	case b.code != codes.OK:
+		st := status.New(b.code, b.msg)
+		if b.details {
+			var err error
+			if st, err = st.WithDetails(errorDetails()...); err != nil {
+				return err
+			}
+		}
+		return st.Err()
+	}
+	return nil // an empty answer
+}
+
+// ServeHTTP is the misbehaving appliance: the Connect JSON protocol of docs/rest-protocol.md,
+// POST /{service}/{method}.
+func (m *misbehaver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	caps, b := m.take(r.URL.Path)
+	writeJSON := func(status int, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}
+	switch {
+	case caps != nil:
+		body, _ := protojson.Marshal(caps)
+		writeJSON(http.StatusOK, body)
+	case b.resp != nil:
+		body, _ := protojson.Marshal(b.resp)
+		writeJSON(http.StatusOK, body)
+	case b.raw != "":
+		writeJSON(http.StatusOK, []byte(b.raw))
+	case b.reset:
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	case b.html != 0:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(b.html)
+		fmt.Fprintf(w, "<html><head><title>%d %s</title></head><body>nginx</body></html>", b.html, http.StatusText(b.html))
+	case b.code != codes.OK:
+		e := map[string]any{"code": connect.CodeName(b.code), "message": b.msg}
+		if b.details {
+			var ds []map[string]string
+			for _, d1 := range errorDetails() {
+				d := protoadapt.MessageV2Of(d1)
+				v, _ := proto.Marshal(d)
+				ds = append(ds, map[string]string{"type": string(d.ProtoReflect().Descriptor().FullName()), "value": base64.RawStdEncoding.EncodeToString(v)})
+			}
+			e["details"] = ds
+		}
+		body, _ := json.Marshal(e)
+		writeJSON(connect.HTTPStatus(b.code), body)
+	default:
+		writeJSON(http.StatusOK, []byte("{}"))
+	}
+}
+
+// misbehavingRow is one rule a backend breaks, and what the caller must get instead.
+type misbehavingRow struct {
+	rule   string // where REQUIREMENTS states it
+	name   string
+	method string
+	req    proto.Message
+	answer misbehaviour
+	only   string     // "grpc" or "http" when the misbehaviour exists on one transport only
+	want   codes.Code // what the caller gets
+	said   []string   // what the message must hold (the backend's name is checked too)
+	unsaid []string   // what it must not
+	local  bool       // the gateway refuses before calling the backend
+}
+
+const misbehavingCanary = "CANARY-misbehaving-7f3a-pw"
+
+func capability() *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+}
+
+func misbehavingRows() []misbehavingRow {
+	const (
+		cv = "/csi.v1.Controller/CreateVolume"
+		dv = "/csi.v1.Controller/DeleteVolume"
+	)
+	createReq := &csi.CreateVolumeRequest{Name: "pvc-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
+		VolumeCapabilities: []*csi.VolumeCapability{capability()}}
+	publishReq := &csi.ControllerPublishVolumeRequest{VolumeId: "vol-1", NodeId: "node-1", VolumeCapability: capability()}
+	snapReq := &csi.CreateSnapshotRequest{SourceVolumeId: "vol-1", Name: "snap-1"}
+	snap := func(edit func(*csi.Snapshot)) *csi.CreateSnapshotResponse {
+		s := &csi.Snapshot{SnapshotId: "snap-1", SourceVolumeId: "vol-1", CreationTime: timestamppb.New(time.Unix(1700000000, 0)), ReadyToUse: true}
+		edit(s)
+		return &csi.CreateSnapshotResponse{Snapshot: s}
+	}
+	vol := &csi.Volume{VolumeId: "vol-1", CapacityBytes: 1 << 30}
+	entries := func(n int) []*csi.ListVolumesResponse_Entry {
+		var out []*csi.ListVolumesResponse_Entry
+		for i := range n {
+			out = append(out, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: fmt.Sprintf("vol-%d", i)}, Status: &csi.ListVolumesResponse_VolumeStatus{}})
+		}
+		return out
+	}
+	const malformed = "malformed "
+	return []misbehavingRow{
+		// §7.1: statuses.
+		{rule: "7.1 #1", name: "status details are stripped", method: "/csi.v1.Controller/ControllerPublishVolume", req: publishReq,
+			answer: misbehaviour{code: codes.NotFound, msg: "volume vol-1 not found", details: true}, want: codes.NotFound, said: []string{"volume vol-1 not found"}},
+		{rule: "7.1 #2", name: "an empty message gets one", method: "/csi.v1.Controller/ControllerPublishVolume", req: publishReq,
+			answer: misbehaviour{code: codes.FailedPrecondition}, want: codes.FailedPrecondition},
+		{rule: "7.1 #2", name: "a secret in the message is scrubbed", method: dv,
+			req:    &csi.DeleteVolumeRequest{VolumeId: "vol-1", Secrets: map[string]string{"password": misbehavingCanary}},
+			answer: misbehaviour{code: codes.Unauthenticated, msg: "login with password " + misbehavingCanary + " refused"},
+			want:   codes.Unauthenticated, said: []string{"login with password"}, unsaid: []string{misbehavingCanary}},
+		{rule: "7.1 #2", name: "a long message is bounded", method: "/csi.v1.Controller/ControllerGetVolume", req: &csi.ControllerGetVolumeRequest{VolumeId: "vol-1"},
+			answer: misbehaviour{code: codes.Internal, msg: strings.Repeat("trace line; ", 400)}, want: codes.Internal, said: []string{"trace line"}},
+		{rule: "7.1 #3", name: "NOT_FOUND on DeleteVolume is OK", method: dv, req: &csi.DeleteVolumeRequest{VolumeId: "vol-1"},
+			answer: misbehaviour{code: codes.NotFound, msg: "no such volume", details: true}, want: codes.OK},
+		{rule: "7.1 #3", name: "NOT_FOUND on DeleteSnapshot is OK", method: "/csi.v1.Controller/DeleteSnapshot", req: &csi.DeleteSnapshotRequest{SnapshotId: "snap-1"},
+			answer: misbehaviour{code: codes.NotFound, msg: "no such snapshot"}, want: codes.OK},
+		{rule: "7.1 #3", name: "NOT_FOUND on NodeUnstageVolume is OK", method: "/csi.v1.Node/NodeUnstageVolume",
+			req:    &csi.NodeUnstageVolumeRequest{VolumeId: "vol-1", StagingTargetPath: "/var/lib/kubelet/staging/vol-1"},
+			answer: misbehaviour{code: codes.NotFound, msg: "not staged"}, want: codes.OK},
+		{rule: "7.1 #4", name: "NOT_FOUND on ControllerUnpublishVolume is OK", method: "/csi.v1.Controller/ControllerUnpublishVolume",
+			req: &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-1", NodeId: "node-1"}, answer: misbehaviour{code: codes.NotFound, msg: "node gone"}, want: codes.OK},
+		{rule: "7.1 #7, DESIGN §6.3", name: "a transient failure stays UNAVAILABLE", method: cv, req: createReq,
+			answer: misbehaviour{code: codes.Unavailable, msg: "array busy, try again"}, want: codes.Unavailable, said: []string{"array busy"}},
+		{rule: "7.1 #7, DESIGN §6.3", name: "a load balancer's 502 is UNAVAILABLE, not INTERNAL", only: "http", method: cv, req: createReq,
+			answer: misbehaviour{html: http.StatusBadGateway}, want: codes.Unavailable, said: []string{"502 Bad Gateway"}},
+		{rule: "7.1 #7, DESIGN §6.3", name: "a connection reset is UNAVAILABLE, not INTERNAL", only: "http", method: cv, req: createReq,
+			answer: misbehaviour{reset: true}, want: codes.Unavailable},
+		{rule: "7.3 (canonical codes)", name: "UNKNOWN is INTERNAL", method: "/csi.v1.Controller/ControllerGetVolume", req: &csi.ControllerGetVolumeRequest{VolumeId: "vol-1"},
+			answer: misbehaviour{code: codes.Unknown, msg: "something odd"}, want: codes.Internal, said: []string{"something odd"}},
+		{rule: "7.3 (canonical codes)", name: "a code outside the canonical range is INTERNAL", only: "grpc", method: "/csi.v1.Controller/ControllerGetVolume",
+			req: &csi.ControllerGetVolumeRequest{VolumeId: "vol-1"}, answer: misbehaviour{code: codes.Code(42), msg: "vendor code"}, want: codes.Internal},
+		{rule: "7.1 #26", name: "FAILED_PRECONDITION keeps the node id", method: "/csi.v1.Controller/ControllerPublishVolume", req: publishReq,
+			answer: misbehaviour{code: codes.FailedPrecondition, msg: "volume vol-1 is published to node node-7"}, want: codes.FailedPrecondition, said: []string{"node-7"}},
+
+		// §7.1 #11, §7.2: capabilities.
+		{rule: "7.1 #11", name: "an RPC the backend does not advertise is UNIMPLEMENTED", method: "/csi.v1.Controller/CreateSnapshot", req: snapReq,
+			answer: misbehaviour{caps: func(c *misbehavingCaps) { c.dropController(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT) }},
+			want:   codes.Unimplemented, said: []string{"does not advertise the controller capability CREATE_DELETE_SNAPSHOT, which CreateSnapshot needs"}, local: true},
+		{rule: "7.1 #11", name: "ListVolumes without LIST_VOLUMES is UNIMPLEMENTED", method: "/csi.v1.Controller/ListVolumes", req: &csi.ListVolumesRequest{},
+			answer: misbehaviour{caps: func(c *misbehavingCaps) { c.dropController(csi.ControllerServiceCapability_RPC_LIST_VOLUMES) }},
+			want:   codes.Unimplemented, said: []string{"LIST_VOLUMES"}, local: true},
+		{rule: "7.2", name: "NodePublishVolume without staging_target_path on a staging node", method: "/csi.v1.Node/NodePublishVolume",
+			req:  &csi.NodePublishVolumeRequest{VolumeId: "vol-1", TargetPath: "/var/lib/kubelet/pods/p/vol-1", VolumeCapability: capability()},
+			want: codes.FailedPrecondition, said: []string{"staging_target_path is required", "STAGE_UNSTAGE_VOLUME"}, local: true},
+
+		// §7.3: answers.
+		{rule: "7.3 required", name: "OK CreateVolume without volume_id", method: cv, req: createReq,
+			answer: misbehaviour{resp: &csi.CreateVolumeResponse{Volume: &csi.Volume{CapacityBytes: 1 << 30}}},
+			want:   codes.Unavailable, said: []string{malformed + "CreateVolume answer: volume.volume_id is required", "retry with the same name"}},
+		{rule: "7.3 required", name: "OK CreateVolume with nothing", method: cv, req: createReq, answer: misbehaviour{resp: &csi.CreateVolumeResponse{}},
+			want: codes.Unavailable, said: []string{"volume is required"}},
+		{rule: "7.3 sizes", name: "oversized volume_id", method: cv, req: createReq,
+			answer: misbehaviour{resp: &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: strings.Repeat("v", 200)}}},
+			want:   codes.Unavailable, said: []string{"volume.volume_id is 200 bytes long; CSI allows at most 128"}},
+		{rule: "7.3 sizes", name: "oversized volume_context", method: cv, req: createReq,
+			answer: misbehaviour{resp: &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1", VolumeContext: map[string]string{"iqn": strings.Repeat("x", 5000)}}}},
+			want:   codes.Unavailable, said: []string{"volume.volume_context holds 5003 bytes"}},
+		{rule: "7.3 non-negative", name: "negative capacity", method: cv, req: createReq,
+			answer: misbehaviour{resp: &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1", CapacityBytes: -1}}},
+			want:   codes.Unavailable, said: []string{"volume.capacity_bytes must not be negative"}},
+		{rule: "7.3 topology", name: "accessible_topology without VOLUME_ACCESSIBILITY_CONSTRAINTS", method: cv, req: createReq,
+			answer: misbehaviour{resp: &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1", AccessibleTopology: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}}},
+				caps: func(c *misbehavingCaps) { c.dropPlugin(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS) }},
+			want: codes.Unavailable, said: []string{"volume.accessible_topology is set but the backend does not advertise the plugin capability VOLUME_ACCESSIBILITY_CONSTRAINTS"}},
+		{rule: "7.3 topology", name: "malformed topology key", method: cv, req: createReq,
+			answer: misbehaviour{resp: &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1", AccessibleTopology: []*csi.Topology{{Segments: map[string]string{"Example.COM/zone": "a"}}}}}},
+			want:   codes.Unavailable, said: []string{`key "Example.COM/zone" has a prefix that is not a lower-case domain name`}},
+		{rule: "7.3 required", name: "snapshot without creation_time", method: "/csi.v1.Controller/CreateSnapshot", req: snapReq,
+			answer: misbehaviour{resp: snap(func(s *csi.Snapshot) { s.CreationTime = nil })},
+			want:   codes.Unavailable, said: []string{"snapshot.creation_time is required"}},
+		{rule: "7.3 required (a proto3 bool cannot be missing)", name: "snapshot without ready_to_use is a snapshot not ready", method: "/csi.v1.Controller/CreateSnapshot", req: snapReq,
+			answer: misbehaviour{resp: snap(func(s *csi.Snapshot) { s.ReadyToUse = false })}, want: codes.OK},
+		{rule: "7.3 non-negative", name: "snapshot of negative size", method: "/csi.v1.Controller/CreateSnapshot", req: snapReq,
+			answer: misbehaviour{resp: snap(func(s *csi.Snapshot) { s.SizeBytes = -4096 })}, want: codes.Unavailable, said: []string{"snapshot.size_bytes must not be negative"}},
+		{rule: "7.3 max_entries", name: "ListVolumes ignoring max_entries", method: "/csi.v1.Controller/ListVolumes", req: &csi.ListVolumesRequest{MaxEntries: 2},
+			answer: misbehaviour{resp: &csi.ListVolumesResponse{Entries: entries(5)}},
+			want:   codes.Internal, said: []string{malformed + "ListVolumes answer: entries holds 5 entries, more than the max_entries 2 asked for", "fix the backend"}},
+		{rule: "7.3 status with LIST_VOLUMES_PUBLISHED_NODES", name: "ListVolumes entry without status", method: "/csi.v1.Controller/ListVolumes", req: &csi.ListVolumesRequest{},
+			answer: misbehaviour{resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: vol}}}},
+			want:   codes.Internal, said: []string{"entries[0].status is required: the backend advertises the controller capability LIST_VOLUMES_PUBLISHED_NODES"}},
+		{rule: "7.3 sizes", name: "oversized next_token", method: "/csi.v1.Controller/ListSnapshots", req: &csi.ListSnapshotsRequest{},
+			answer: misbehaviour{resp: &csi.ListSnapshotsResponse{NextToken: strings.Repeat("t", 300)}}, want: codes.Internal, said: []string{"next_token is 300 bytes long"}},
+		{rule: "7.3 required", name: "ControllerGetVolume without status", method: "/csi.v1.Controller/ControllerGetVolume", req: &csi.ControllerGetVolumeRequest{VolumeId: "vol-1"},
+			answer: misbehaviour{resp: &csi.ControllerGetVolumeResponse{Volume: vol}}, want: codes.Internal, said: []string{"status is required"}},
+		{rule: "7.3 non-negative", name: "negative available_capacity", method: "/csi.v1.Controller/GetCapacity", req: &csi.GetCapacityRequest{},
+			answer: misbehaviour{resp: &csi.GetCapacityResponse{AvailableCapacity: -1}}, want: codes.Internal, said: []string{"available_capacity must not be negative"}},
+		{rule: "7.3 confirmed", name: "confirmed with no capabilities", method: "/csi.v1.Controller/ValidateVolumeCapabilities",
+			req:    &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "vol-1", VolumeCapabilities: []*csi.VolumeCapability{capability()}},
+			answer: misbehaviour{resp: &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{}}},
+			want:   codes.Internal, said: []string{"confirmed.volume_capabilities is required"}},
+		{rule: "7.3 sizes", name: "oversized publish_context", method: "/csi.v1.Controller/ControllerPublishVolume", req: publishReq,
+			answer: misbehaviour{resp: &csi.ControllerPublishVolumeResponse{PublishContext: map[string]string{"lun": strings.Repeat("1", 5000)}}},
+			want:   codes.Internal, said: []string{"publish_context holds 5003 bytes"}},
+		{rule: "7.3 plugin name", name: "plugin name too long", method: "/csi.v1.Identity/GetPluginInfo", req: &csi.GetPluginInfoRequest{},
+			answer: misbehaviour{resp: &csi.GetPluginInfoResponse{Name: strings.Repeat("a", 64) + ".example.com", VendorVersion: "1.0"}},
+			want:   codes.Internal, said: []string{"name is not a plugin name: at most 63 characters"}},
+		{rule: "7.3 plugin name", name: "plugin name with an underscore (v0 style)", method: "/csi.v1.Identity/GetPluginInfo", req: &csi.GetPluginInfoRequest{},
+			answer: misbehaviour{resp: &csi.GetPluginInfoResponse{Name: "com.example_csi", VendorVersion: "1.0"}}, want: codes.Internal, said: []string{"name is not a plugin name"}},
+		{rule: "7.3 required", name: "GetPluginInfo without vendor_version", method: "/csi.v1.Identity/GetPluginInfo", req: &csi.GetPluginInfoRequest{},
+			answer: misbehaviour{resp: &csi.GetPluginInfoResponse{Name: "csi.example.com"}}, want: codes.Internal, said: []string{"vendor_version is required"}},
+		{rule: "7.3 sizes", name: "node_id over 256 bytes", method: "/csi.v1.Node/NodeGetInfo", req: &csi.NodeGetInfoRequest{},
+			answer: misbehaviour{resp: &csi.NodeGetInfoResponse{NodeId: strings.Repeat("n", 257)}}, want: codes.Internal, said: []string{"node_id is 257 bytes long; CSI allows at most 256"}},
+		{rule: "7.3 non-negative", name: "negative volume usage", method: "/csi.v1.Node/NodeGetVolumeStats", req: &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-1", VolumePath: "/var/lib/kubelet/pods/p/vol-1"},
+			answer: misbehaviour{resp: &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Total: 100, Used: -1, Unit: csi.VolumeUsage_BYTES}}}},
+			want:   codes.Internal, said: []string{"usage[0].used must not be negative"}},
+		{rule: "7.3", name: "an answer that is not the response message", only: "grpc", method: "/csi.v1.Controller/ControllerExpandVolume",
+			req:    &csi.ControllerExpandVolumeRequest{VolumeId: "vol-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}},
+			answer: misbehaviour{raw: "\x0a\x7f\x01"}, want: codes.Internal, said: []string{"not a valid csi.v1.ControllerExpandVolumeResponse"}},
+		{rule: "7.3", name: "an answer that is not the response message", only: "http", method: "/csi.v1.Controller/ControllerExpandVolume",
+			req:    &csi.ControllerExpandVolumeRequest{VolumeId: "vol-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}},
+			answer: misbehaviour{raw: `{"capacityBytes": "lots"}`}, want: codes.Internal},
+	}
+}
+
+// misbehavingGateway serves a proxy.Server in enforce mode with every method routed to be
+// (called name), and returns a client connection to it. Each row gets its own, so that no
+// capability set cached for one row decides another.
+func misbehavingGateway(t *testing.T, name string, be backends.Backend) *grpc.ClientConn {
+	t.Helper()
+	srv, err := proxy.NewServer(proxy.Options{
+		Routes:     []proxy.Route{{Methods: []string{"*"}, Backend: name}},
+		Backends:   map[string]backends.Backend{name: be},
+		Log:        slog.New(slog.DiscardHandler),
+		Validation: proxy.ValidationEnforce,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	l, err := proxy.Listen(proxy.Endpoint{Scheme: "unix", Address: sock}, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l, proxy.ListenerPolicy{})
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return conn
+}
+
+// TestMisbehavingBackends runs every row against a gRPC driver and an HTTP appliance.
+func TestMisbehavingBackends(t *testing.T) {
+	m := &misbehaver{}
+	m.set(misbehaviour{})
+	driver := startTestDriver(t, t.TempDir(), "driver.sock", m.driverAnswer)
+	hs := httptest.NewServer(m)
+	t.Cleanup(hs.Close)
+
+	transports := []struct {
+		name, backend string
+		open          func(t *testing.T) backends.Backend
+	}{
+		{"grpc", "driver", func(t *testing.T) backends.Backend {
+			be, err := grpcbackend.New("driver", grpcbackend.Config{Target: driver.Endpoint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return be
+		}},
+		{"http", "appliance", func(t *testing.T) backends.Backend {
+			be, err := rest.New("appliance", rest.Config{URLs: []string{hs.URL},
+				Retry:          rest.Retry{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+				RequestTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return be
+		}},
+	}
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			for _, row := range misbehavingRows() {
+				if row.only != "" && row.only != tr.name {
+					continue
+				}
+				t.Run(row.name, func(t *testing.T) {
+					be := tr.open(t)
+					t.Cleanup(func() { be.Close() })
+					conn := misbehavingGateway(t, tr.backend, be)
+					m.set(row.answer)
+					misbehavingCall(t, conn, row, tr.backend)
+					called := m.calls()
+					switch {
+					case row.local && len(called) != 0:
+						t.Errorf("§%s: the backend was called (%v); the gateway should have refused on its own", row.rule, called)
+					case !row.local && (len(called) == 0 || called[0] != row.method):
+						t.Errorf("§%s: the backend got %v, want %s", row.rule, called, row.method)
+					}
+				})
+			}
+		})
+	}
+}
+
+// misbehavingCall makes the row's call and checks what the caller gets.
+func misbehavingCall(t *testing.T, conn *grpc.ClientConn, row misbehavingRow, backend string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resps, err := invoke(ctx, conn, row.method, row.req)
+	st := checkStatus(t, "§"+row.rule+" "+row.name, err, row.want)
+	if row.want == codes.OK {
+		if row.answer.resp == nil && len(resps) == 1 && proto.Size(resps[0]) != 0 {
+			t.Errorf("§%s: answer %v, want the empty message", row.rule, resps[0])
+		}
+		if row.answer.resp != nil && (len(resps) != 1 || !proto.Equal(resps[0], row.answer.resp)) {
+			t.Errorf("§%s: answer %v, want %v", row.rule, resps, row.answer.resp)
+		}
+		return
+	}
+	msg := st.Message()
+	if !row.local && !strings.Contains(msg, fmt.Sprintf("backend %q", backend)) {
+		t.Errorf("§%s: message %q does not name backend %q", row.rule, msg, backend)
+	}
+	for _, s := range row.said {
+		if !strings.Contains(msg, s) {
+			t.Errorf("§%s: message %q does not say %q", row.rule, msg, s)
+		}
+	}
+	for _, s := range row.unsaid {
+		if strings.Contains(msg, s) {
+			t.Errorf("§%s: message %q holds %q", row.rule, msg, s)
+		}
+	}
+}
