@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,15 +53,21 @@ func (s *Serializer) InFlight() int {
 // flight is one backend call shared by every caller that joined it.
 //
 // It runs on a context detached from the caller that started it (context.WithoutCancel:
-// same values, so the same trace and identity, but no deadline and no cancellation), so the
-// first caller going away does not fail the others. It is cancelled when its last waiting
-// caller has gone: it lives exactly as long as the latest deadline among its waiters, and
-// no longer than someone wants its answer.
+// same values, so the same trace and identity, but not its cancellation), so the first
+// caller going away does not fail the others; and it is cancelled when its last waiting
+// caller has gone, so it runs no longer than someone wants its answer.
+//
+// It keeps its first caller's deadline, because the deadline is part of the call: it reaches
+// the backend (grpc-timeout, Connect-Timeout-Ms) and bounds the backend's retries. A caller
+// that joined with a later deadline is not failed by a call cut short for someone else:
+// when the flight fails at its deadline, that caller makes the call again (or joins the
+// caller that already did), within its own deadline.
 type flight struct {
 	operation
-	ctx    context.Context
-	cancel context.CancelFunc
-	info   *backends.CallInfo // the shared call's attempts
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time          // zero: none
+	info     *backends.CallInfo // the shared call's attempts
 
 	// Guarded by Serializer.mu.
 	waiters   int
@@ -69,6 +77,7 @@ type flight struct {
 	resp     []byte
 	err      error
 	backend  string
+	expired  bool        // it ended at (or within deadlineSlack of) its deadline
 	credited atomic.Bool // the attempts have been added to one caller's CallInfo
 }
 
@@ -93,8 +102,8 @@ func (s *Server) serializer() *Serializer {
 // messages.
 //
 // It belongs inside authorize and validation (a refused call never joins or blocks anything)
-// and outside canonicalize, so the answer shared by joined callers is already the final
-// status.
+// and the deadline limits (a flight carries a limited deadline), and outside canonicalize, so
+// the answer shared by joined callers is already the final status.
 func serializeCalls(sz *Serializer, log *slog.Logger, r *Redactor) Middleware {
 	return func(next Handler) Handler {
 		run := recoverPanics(log)(next)
@@ -121,22 +130,25 @@ func (s *Serializer) do(ctx context.Context, call *Call, op *operation, run Hand
 			f = s.start(ctx, op)
 			s.mu.Unlock()
 			go s.run(f, call, run)
-			return s.wait(ctx, call, f)
 		case !f.identical(op):
 			s.mu.Unlock()
 			return aborted(call, op, f, r)
-		case !f.abandoned:
+		case f.abandoned:
+			// The same request, whose callers have all gone: its backend call is being
+			// cancelled. Wait for it to end, then start afresh, so the backend never has
+			// two calls on one object from this replica.
+			s.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+			}
+			continue
+		default:
 			f.waiters++
 			s.mu.Unlock()
-			return s.wait(ctx, call, f)
 		}
-		// The same request, whose callers have all gone: its backend call is being
-		// cancelled. Wait for it to end, then start afresh, so the backend never has two
-		// calls on one object from this replica.
-		s.mu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
+		if err := s.wait(ctx, call, f); !errors.Is(err, errFlightExpired) {
+			return err
 		}
 	}
 }
@@ -154,9 +166,14 @@ func (s *Serializer) overlapping(op *operation) *flight {
 
 // start records a new flight for op, with the caller as its one waiter. s.mu must be held.
 func (s *Serializer) start(ctx context.Context, op *operation) *flight {
-	fctx, info := backends.WithCallInfo(context.WithoutCancel(ctx))
-	fctx, cancel := context.WithCancel(fctx)
-	f := &flight{operation: *op, ctx: fctx, cancel: cancel, info: info, waiters: 1, done: make(chan struct{})}
+	f := &flight{operation: *op, waiters: 1, done: make(chan struct{})}
+	f.ctx, f.info = backends.WithCallInfo(context.WithoutCancel(ctx))
+	if dl, ok := ctx.Deadline(); ok {
+		f.deadline = dl
+		f.ctx, f.cancel = context.WithDeadline(f.ctx, dl)
+	} else {
+		f.ctx, f.cancel = context.WithCancel(f.ctx)
+	}
 	s.objects[op.key] = append(s.objects[op.key], f)
 	return f
 }
@@ -167,6 +184,7 @@ func (s *Serializer) run(f *flight, call *Call, h Handler) {
 	shared := &Call{Method: call.Method, Start: call.Start, Request: call.Request, info: call.info}
 	shared.decodeOnce.Do(func() { shared.decoded = f.req })
 	err := h(f.ctx, shared)
+	expired := !f.deadline.IsZero() && time.Until(f.deadline) < deadlineSlack
 	f.cancel()
 
 	s.mu.Lock()
@@ -178,12 +196,14 @@ func (s *Serializer) run(f *flight, call *Call, h Handler) {
 	}
 	s.mu.Unlock()
 
-	f.resp, f.err, f.backend = shared.Response, err, shared.Backend
+	f.resp, f.err, f.backend, f.expired = shared.Response, err, shared.Backend, expired
 	close(f.done)
 }
 
 // wait waits for f's answer, or for ctx to end: a caller that goes away stops waiting with
 // its own DEADLINE_EXCEEDED or CANCELED, and the flight continues for the others.
+// errFlightExpired (never returned to a caller) says that f failed at its deadline while the
+// caller has time left: it should try again.
 func (s *Serializer) wait(ctx context.Context, call *Call, f *flight) error {
 	select {
 	case <-f.done:
@@ -195,7 +215,6 @@ func (s *Serializer) wait(ctx context.Context, call *Call, f *flight) error {
 			return stoppedWaiting(ctx, &f.operation)
 		}
 	}
-	call.Response, call.Backend = f.resp, f.backend
 	// The backend's attempts go to one caller only, so per-backend counts stay true.
 	if f.credited.CompareAndSwap(false, true) {
 		ci := backends.CallInfoFrom(ctx)
@@ -203,7 +222,24 @@ func (s *Serializer) wait(ctx context.Context, call *Call, f *flight) error {
 			ci.AddAttempt()
 		}
 	}
+	if f.err != nil && f.outlivedBy(ctx) {
+		return errFlightExpired
+	}
+	call.Response, call.Backend = f.resp, f.backend
 	return f.err
+}
+
+// errFlightExpired is wait's word for "try again": see flight.
+var errFlightExpired = errors.New("csi-gateway: the shared call ran out of its deadline")
+
+// outlivedBy reports whether a caller with ctx has time left after f ran out of its own:
+// its deadline is later than f's by more than deadlineSlack.
+func (f *flight) outlivedBy(ctx context.Context) bool {
+	if !f.expired || ctx.Err() != nil {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return !ok || dl.Sub(f.deadline) > deadlineSlack
 }
 
 // leave drops one waiter from f; the last one to go cancels the backend call.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -613,6 +614,53 @@ func TestSerialFirstCallerLeaves(t *testing.T) {
 	}
 	if got := fake.count(mCreateVolume); got != 1 {
 		t.Errorf("backend calls = %d, want 1", got)
+	}
+	if got := sz.InFlight(); got != 0 {
+		t.Errorf("%d operations left in flight", got)
+	}
+}
+
+// TestSerialLeaderDeadline: the shared call carries its first caller's deadline to the
+// backend; when that deadline ends it, a caller that joined with more time left makes the
+// call again instead of failing.
+func TestSerialLeaderDeadline(t *testing.T) {
+	fake := newSerialFake(mCreateVolume)
+	ts, sz := startSerialHarness(t, fake)
+	client := csi.NewControllerClient(ts.conn)
+	req := serverCreateVolumeRequest("pvc-leader")
+
+	leaderCtx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	leaderDeadline, _ := leaderCtx.Deadline()
+	leader := async(func() error {
+		_, err := client.CreateVolume(leaderCtx, req)
+		return err
+	})
+	fake.waitEntered(t, 1)
+	// The server derives it from grpc-timeout: a little later than the client's own clock.
+	if dl, ok := fake.ctx(0).Deadline(); !ok || dl.Sub(leaderDeadline).Abs() > 100*time.Millisecond {
+		t.Errorf("the backend's deadline = %v, %v; want the first caller's, %v", dl, ok, leaderDeadline)
+	}
+	joiner := async(func() error {
+		_, err := client.CreateVolume(serverCallCtx(t), req)
+		return err
+	})
+	eventually(t, "the second caller has joined", func() bool { return sz.waiting("volume-name:pvc-leader") == 2 })
+
+	wantStatus(t, "the first caller", receive(t, leader), codes.DeadlineExceeded, "")
+	fake.waitEntered(t, 1) // the joiner's own call
+	if err := fake.ctx(0).Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the first backend call ended with %v, want its deadline", err)
+	}
+	if dl, ok := fake.ctx(1).Deadline(); !ok || !dl.After(leaderDeadline.Add(time.Second)) {
+		t.Errorf("the second backend call's deadline = %v, %v; want the joiner's", dl, ok)
+	}
+	fake.open(mCreateVolume)
+	if err := receive(t, joiner); err != nil {
+		t.Errorf("the joiner: %v", err)
+	}
+	if got := fake.count(mCreateVolume); got != 2 {
+		t.Errorf("backend calls = %d, want 2", got)
 	}
 	if got := sz.InFlight(); got != 0 {
 		t.Errorf("%d operations left in flight", got)

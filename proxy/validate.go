@@ -57,9 +57,10 @@ const maxViolations = 8
 // never reaches the backend and a malformed answer never reaches the caller; in warn mode both
 // are logged and forwarded; off (or "") adds nothing to the chain.
 //
-// It sits between authorize and canonicalize, so its errors are statuses of the gateway's own
-// (no details, bounded message, no value from the request) and it checks the answer the caller
-// would get. Capabilities are fetched from the routed backend and cached (capabilityCache);
+// It sits right after authorize, outside serialization and canonicalize: a refused request
+// takes no slot of a volume and reaches no backend, its errors are statuses of the gateway's
+// own (no details, a bounded message, no value from the request), and the answer it checks is
+// the one the caller would get (DeleteVolume of a missing volume already made OK). Capabilities are fetched from the routed backend and cached (capabilityCache);
 // when they cannot be fetched, calls are not gated (fail open) and the failure is logged.
 func validate(mode ValidationMode, routes routeTable, bes map[string]backends.Backend, log *slog.Logger) Middleware {
 	if mode != ValidationEnforce && mode != ValidationWarn {

@@ -32,7 +32,7 @@ func FuzzValidateRequest(f *testing.F) {
 	}
 	f.Add(uint8(0), uint8(3), []byte{0x0a, 0x7f})
 
-	full := allCaps()
+	full := valAllCaps()
 	drops := []capRef{
 		ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
 		ctrlCap(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY),

@@ -22,12 +22,12 @@ type responseCase struct {
 	method   string
 	req      proto.Message // nil: validRequests[method]
 	resp     proto.Message
-	caps     *fakeCaps // nil: allCaps()
+	caps     *fakeCaps // nil: valAllCaps()
 	code     codes.Code
 	fragment string
 }
 
-func volume(edit func(v *csi.Volume)) *csi.Volume {
+func valVolume(edit func(v *csi.Volume)) *csi.Volume {
 	v := &csi.Volume{VolumeId: "vol-1", CapacityBytes: 1 << 30}
 	if edit != nil {
 		edit(v)
@@ -35,7 +35,7 @@ func volume(edit func(v *csi.Volume)) *csi.Volume {
 	return v
 }
 
-func snapshot(edit func(s *csi.Snapshot)) *csi.Snapshot {
+func valSnapshot(edit func(s *csi.Snapshot)) *csi.Snapshot {
 	s := &csi.Snapshot{SnapshotId: "snap-1", SourceVolumeId: "vol-1", CreationTime: timestamppb.New(time.Unix(1700000000, 0)), ReadyToUse: true}
 	if edit != nil {
 		edit(s)
@@ -43,10 +43,10 @@ func snapshot(edit func(s *csi.Snapshot)) *csi.Snapshot {
 	return s
 }
 
-func volumeEntries(n int) []*csi.ListVolumesResponse_Entry {
+func valVolumeEntries(n int) []*csi.ListVolumesResponse_Entry {
 	var out []*csi.ListVolumesResponse_Entry
 	for range n {
-		out = append(out, &csi.ListVolumesResponse_Entry{Volume: volume(nil), Status: &csi.ListVolumesResponse_VolumeStatus{}})
+		out = append(out, &csi.ListVolumesResponse_Entry{Volume: valVolume(nil), Status: &csi.ListVolumesResponse_VolumeStatus{}})
 	}
 	return out
 }
@@ -60,44 +60,44 @@ func responseRuleCases() []responseCase {
 		ni = "/csi.v1.Node/NodeGetInfo"
 	)
 	long := strings.Repeat("x", 129)
-	noTopology := allCaps().without(pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS))
+	noTopology := valAllCaps().without(pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS))
 	return []responseCase{
-		{name: "CreateVolume valid", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(nil)}},
+		{name: "CreateVolume valid", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}},
 		{name: "CreateVolume empty answer", method: cv, resp: &csi.CreateVolumeResponse{}, code: codes.Unavailable,
 			fragment: `backend "fake": malformed CreateVolume answer: volume is required; the gateway does not pass on a malformed answer: retry with the same name`},
-		{name: "CreateVolume without volume_id", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.VolumeId = "" })},
+		{name: "CreateVolume without volume_id", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.VolumeId = "" })},
 			code: codes.Unavailable, fragment: "volume.volume_id is required"},
-		{name: "CreateVolume volume_id too long", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.VolumeId = long })},
+		{name: "CreateVolume volume_id too long", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.VolumeId = long })},
 			code: codes.Unavailable, fragment: "volume.volume_id is 129 bytes long; CSI allows at most 128"},
-		{name: "CreateVolume volume_context over 4 KiB", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) {
+		{name: "CreateVolume volume_context over 4 KiB", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) {
 			v.VolumeContext = map[string]string{"k": strings.Repeat("v", 4100)}
 		})}, code: codes.Unavailable, fragment: "volume.volume_context holds 4101 bytes"},
-		{name: "CreateVolume negative capacity", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.CapacityBytes = -1 })},
+		{name: "CreateVolume negative capacity", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes = -1 })},
 			code: codes.Unavailable, fragment: "volume.capacity_bytes must not be negative"},
-		{name: "CreateVolume smaller than required", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.CapacityBytes = 1 << 20 })},
+		{name: "CreateVolume smaller than required", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes = 1 << 20 })},
 			code: codes.Unavailable, fragment: "volume.capacity_bytes is 1048576, less than the required_bytes 1073741824 asked for"},
 		{name: "CreateVolume larger than limit", method: cv,
-			req:  createVolume(func(r *csi.CreateVolumeRequest) { r.CapacityRange = &csi.CapacityRange{LimitBytes: 1 << 20} }),
-			resp: &csi.CreateVolumeResponse{Volume: volume(nil)}, code: codes.Unavailable, fragment: "more than the limit_bytes 1048576 asked for"},
-		{name: "CreateVolume capacity unknown", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.CapacityBytes = 0 })}},
+			req:  valCreateVolume(func(r *csi.CreateVolumeRequest) { r.CapacityRange = &csi.CapacityRange{LimitBytes: 1 << 20} }),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}, code: codes.Unavailable, fragment: "more than the limit_bytes 1048576 asked for"},
+		{name: "CreateVolume capacity unknown", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes = 0 })}},
 		{name: "CreateVolume topology without the capability", method: cv, caps: noTopology,
-			resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{topo("zone", "a")} })},
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "a")} })},
 			code: codes.Unavailable, fragment: "volume.accessible_topology is set but the backend does not advertise the plugin capability VOLUME_ACCESSIBILITY_CONSTRAINTS"},
 		{name: "CreateVolume malformed topology", method: cv,
-			resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{topo("zone", "a b")} })},
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "a b")} })},
 			code: codes.Unavailable, fragment: `volume.accessible_topology[0].segments: the value of key "zone"`},
-		{name: "CreateVolume content source without id", method: cv, resp: &csi.CreateVolumeResponse{Volume: volume(func(v *csi.Volume) {
+		{name: "CreateVolume content source without id", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) {
 			v.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{}}}
 		})}, code: codes.Unavailable, fragment: "volume.content_source.snapshot.snapshot_id is required"},
 
-		{name: "CreateSnapshot valid, not ready", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: snapshot(func(s *csi.Snapshot) { s.ReadyToUse = false })}},
-		{name: "CreateSnapshot without creation_time", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: snapshot(func(s *csi.Snapshot) { s.CreationTime = nil })},
+		{name: "CreateSnapshot valid, not ready", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.ReadyToUse = false })}},
+		{name: "CreateSnapshot without creation_time", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.CreationTime = nil })},
 			code: codes.Unavailable, fragment: "snapshot.creation_time is required"},
-		{name: "CreateSnapshot without ids", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: snapshot(func(s *csi.Snapshot) { s.SnapshotId, s.SourceVolumeId = "", "" })},
+		{name: "CreateSnapshot without ids", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.SnapshotId, s.SourceVolumeId = "", "" })},
 			code: codes.Unavailable, fragment: "snapshot.snapshot_id is required; snapshot.source_volume_id is required"},
-		{name: "CreateSnapshot negative size", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: snapshot(func(s *csi.Snapshot) { s.SizeBytes = -10 })},
+		{name: "CreateSnapshot negative size", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.SizeBytes = -10 })},
 			code: codes.Unavailable, fragment: "snapshot.size_bytes must not be negative"},
-		{name: "CreateSnapshot of another volume", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: snapshot(func(s *csi.Snapshot) { s.SourceVolumeId = "vol-2" })},
+		{name: "CreateSnapshot of another volume", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.SourceVolumeId = "vol-2" })},
 			code: codes.Unavailable, fragment: "snapshot.source_volume_id is not the source_volume_id asked for"},
 		{name: "GetSnapshot without snapshot", method: "/csi.v1.Controller/GetSnapshot", resp: &csi.GetSnapshotResponse{}, code: codes.Internal, fragment: "snapshot is required"},
 
@@ -116,30 +116,30 @@ func responseRuleCases() []responseCase {
 		{name: "not confirmed, long message", method: "/csi.v1.Controller/ValidateVolumeCapabilities",
 			resp: &csi.ValidateVolumeCapabilitiesResponse{Message: strings.Repeat("m", 300)}},
 
-		{name: "ListVolumes within max_entries", method: lv, req: &csi.ListVolumesRequest{MaxEntries: 2}, resp: &csi.ListVolumesResponse{Entries: volumeEntries(2), NextToken: "t"}},
-		{name: "ListVolumes over max_entries", method: lv, req: &csi.ListVolumesRequest{MaxEntries: 2}, resp: &csi.ListVolumesResponse{Entries: volumeEntries(3)},
+		{name: "ListVolumes within max_entries", method: lv, req: &csi.ListVolumesRequest{MaxEntries: 2}, resp: &csi.ListVolumesResponse{Entries: valVolumeEntries(2), NextToken: "t"}},
+		{name: "ListVolumes over max_entries", method: lv, req: &csi.ListVolumesRequest{MaxEntries: 2}, resp: &csi.ListVolumesResponse{Entries: valVolumeEntries(3)},
 			code: codes.Internal, fragment: "entries holds 3 entries, more than the max_entries 2 asked for"},
-		{name: "ListVolumes unlimited", method: lv, req: &csi.ListVolumesRequest{}, resp: &csi.ListVolumesResponse{Entries: volumeEntries(5)}},
+		{name: "ListVolumes unlimited", method: lv, req: &csi.ListVolumesRequest{}, resp: &csi.ListVolumesResponse{Entries: valVolumeEntries(5)}},
 		{name: "ListVolumes entry without volume", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{}}},
 			code: codes.Internal, fragment: "entries[0].volume is required"},
-		{name: "ListVolumes entry without status", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: volume(nil)}}},
+		{name: "ListVolumes entry without status", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil)}}},
 			code: codes.Internal, fragment: "entries[0].status is required: the backend advertises the controller capability LIST_VOLUMES_PUBLISHED_NODES"},
 		{name: "ListVolumes entry without status, no published nodes", method: lv,
-			caps: allCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)),
-			resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: volume(nil)}}}},
-		{name: "ListVolumes published node id too long", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: volume(nil),
+			caps: valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)),
+			resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil)}}}},
+		{name: "ListVolumes published node id too long", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil),
 			Status: &csi.ListVolumesResponse_VolumeStatus{PublishedNodeIds: []string{"n1", strings.Repeat("n", 257)}}}}},
 			code: codes.Internal, fragment: "entries[0].status.published_node_ids[1] is 257 bytes long; CSI allows at most 256"},
 		{name: "ListVolumes next_token too long", method: lv, resp: &csi.ListVolumesResponse{NextToken: long}, code: codes.Internal, fragment: "next_token is 129 bytes long"},
 		{name: "ListSnapshots over max_entries", method: "/csi.v1.Controller/ListSnapshots", req: &csi.ListSnapshotsRequest{MaxEntries: 1},
-			resp: &csi.ListSnapshotsResponse{Entries: []*csi.ListSnapshotsResponse_Entry{{Snapshot: snapshot(nil)}, {Snapshot: snapshot(nil)}}},
+			resp: &csi.ListSnapshotsResponse{Entries: []*csi.ListSnapshotsResponse_Entry{{Snapshot: valSnapshot(nil)}, {Snapshot: valSnapshot(nil)}}},
 			code: codes.Internal, fragment: "entries holds 2 entries, more than the max_entries 1"},
 		{name: "ListVolumeGroups over max_entries", method: "/volumegroup.Controller/ListVolumeGroups", req: &volumegroup.ListVolumeGroupsRequest{MaxEntries: 1},
 			resp: &volumegroup.ListVolumeGroupsResponse{Entries: []*volumegroup.ListVolumeGroupsResponse_Entry{
 				{VolumeGroup: &volumegroup.VolumeGroup{VolumeGroupId: "a"}}, {VolumeGroup: &volumegroup.VolumeGroup{VolumeGroupId: "b"}}}},
 			code: codes.Internal, fragment: "more than the max_entries 1"},
 
-		{name: "ControllerGetVolume without status", method: "/csi.v1.Controller/ControllerGetVolume", resp: &csi.ControllerGetVolumeResponse{Volume: volume(nil)},
+		{name: "ControllerGetVolume without status", method: "/csi.v1.Controller/ControllerGetVolume", resp: &csi.ControllerGetVolumeResponse{Volume: valVolume(nil)},
 			code: codes.Internal, fragment: "status is required"},
 		{name: "GetCapacity negative", method: "/csi.v1.Controller/GetCapacity", resp: &csi.GetCapacityResponse{AvailableCapacity: -1},
 			code: codes.Internal, fragment: "available_capacity must not be negative"},
@@ -156,7 +156,7 @@ func responseRuleCases() []responseCase {
 		{name: "NodeGetInfo node_id of 257 bytes", method: ni, resp: &csi.NodeGetInfoResponse{NodeId: strings.Repeat("n", 257)}, code: codes.Internal, fragment: "node_id is 257 bytes long"},
 		{name: "NodeGetInfo negative max volumes", method: ni, resp: &csi.NodeGetInfoResponse{NodeId: "n", MaxVolumesPerNode: -1}, code: codes.Internal, fragment: "max_volumes_per_node must not be negative"},
 		{name: "NodeGetInfo topology without the capability", method: ni, caps: noTopology,
-			resp: &csi.NodeGetInfoResponse{NodeId: "n", AccessibleTopology: topo("zone", "a")}, code: codes.Internal, fragment: "accessible_topology is set but"},
+			resp: &csi.NodeGetInfoResponse{NodeId: "n", AccessibleTopology: valTopo("zone", "a")}, code: codes.Internal, fragment: "accessible_topology is set but"},
 		{name: "NodeGetVolumeStats negative total", method: "/csi.v1.Node/NodeGetVolumeStats",
 			resp: &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Total: -5, Unit: csi.VolumeUsage_BYTES}}}, code: codes.Internal, fragment: "usage[0].total must not be negative"},
 
@@ -179,7 +179,7 @@ func TestValidateResponseRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			caps := tc.caps
 			if caps == nil {
-				caps = allCaps()
+				caps = valAllCaps()
 			}
 			req := tc.req
 			if req == nil {
@@ -203,7 +203,7 @@ func TestValidateResponseRules(t *testing.T) {
 // INTERNAL.
 func TestValidateUndecodableResponse(t *testing.T) {
 	fake := &serverFake{answer: func(_ context.Context, method string, _ []byte) ([]byte, error) {
-		if b, ok, err := allCaps().answer(method); ok {
+		if b, ok, err := valAllCaps().answer(method); ok {
 			return b, err
 		}
 		return []byte{0x0a, 0x7f, 0x01}, nil // field 1, length 127, one byte

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,8 +50,9 @@ func (b *Backend) guard(now func() time.Time) {
 }
 
 // Breakers returns the circuit breakers of the backend's URLs, in the order of
-// Config.URLs, for metrics and readiness; nil when they are disabled.
-func (b *Backend) Breakers() []*backends.Breaker { return b.breakers }
+// Config.URLs, for metrics and readiness; nil when they are disabled. The slice is a copy;
+// the breakers are the backend's own.
+func (b *Backend) Breakers() []*backends.Breaker { return slices.Clone(b.breakers) }
 
 // RetryBudget returns the backend's retry budget, for metrics (its Refused count); nil when
 // it is disabled.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
@@ -28,6 +29,7 @@ type Config struct {
 	Shutdown  ShutdownConfig           `mapstructure:"shutdown"`
 	Admin     AdminConfig              `mapstructure:"admin"`
 	Tracing   TracingConfig            `mapstructure:"tracing"`
+	Timeouts  proxy.TimeoutConfig      `mapstructure:"timeouts"`
 }
 
 // AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.
@@ -68,13 +70,18 @@ type ListenerConfig struct {
 type BackendConfig struct {
 	Type string `mapstructure:"type"` // grpc | rest | embedded
 	// grpc
-	Target string `mapstructure:"target"`
+	Target  string   `mapstructure:"target"`
+	Targets []string `mapstructure:"targets"` // failover order; Target is the one-target shorthand
 	// rest
 	URLs     []string    `mapstructure:"urls"`
 	Protocol string      `mapstructure:"protocol"`
 	Retry    RetryConfig `mapstructure:"retry"`
 	// RequestTimeout bounds one HTTP attempt when the caller sets no deadline.
 	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
+	// RetryBudget (rest) bounds retries to a fraction of calls.
+	RetryBudget backends.BudgetConfig `mapstructure:"retryBudget"`
+	// grpc and rest
+	CircuitBreaker backends.BreakerConfig `mapstructure:"circuitBreaker"`
 	// embedded
 	DataDir    string   `mapstructure:"dataDir"`
 	DriverName string   `mapstructure:"driverName"`
@@ -135,6 +142,8 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("logging.format", "json")
 	v.SetDefault("shutdown.grace", "30s")
 	v.SetDefault("redaction.safeContextKeys", []string{})
+	v.SetDefault("timeouts.default", "0s")
+	v.SetDefault("timeouts.max", "0s")
 	v.SetDefault("admin.listen", "")
 	v.SetDefault("admin.driverName", "")
 	v.SetDefault("tracing.exporter", "")
@@ -225,8 +234,8 @@ func (c *Config) validate() error {
 		key := "backends." + name
 		switch b.Type {
 		case "grpc":
-			if b.Target == "" {
-				return fmt.Errorf("%s.target: required for a grpc backend (unix:///path/to/driver.sock)", key)
+			if b.Target == "" && len(b.Targets) == 0 {
+				return fmt.Errorf("%s.target: required for a grpc backend (unix:///path/to/driver.sock), or targets: [...] for failover", key)
 			}
 		case "rest":
 			if len(b.URLs) == 0 {
@@ -244,6 +253,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.Routes) == 0 {
 		return fmt.Errorf("routes: empty; route methods to backends, e.g. {methods: [\"*\"], backend: NAME}")
+	}
+	if _, err := proxy.NewTimeouts(c.Timeouts); err != nil {
+		return err
 	}
 	if _, err := parseLevel(c.Logging.Level); err != nil {
 		return fmt.Errorf("logging.level: %w", err)

@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -64,9 +67,13 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
 	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
 	tap := proxy.NewTap()
+	timeouts, err := proxy.NewTimeouts(cfg.Timeouts)
+	if err != nil {
+		return err
+	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
-		Metrics: metrics, Observers: []proxy.CallObserver{tap},
+		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
 		// Always, even with tracing off: it carries callers' trace context through.
 		ServerOptions: []grpc.ServerOption{proxy.TracingServerOption(tp, prop)},
 	})
@@ -99,13 +106,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
 
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("stopping: draining in-flight calls", "grace", cfg.Shutdown.Grace)
-	case serveErr = <-errc:
-		log.Error("a listener failed; stopping", "error", serveErr)
-	}
+	serveErr := waitForStop(ctx, errc, log, cfg.Shutdown.Grace)
 	readiness.SetListening(false) // out of service before the listeners stop answering
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace)
 	defer cancel()
@@ -154,12 +155,14 @@ func openBackend(name string, b BackendConfig, log *slog.Logger, tp trace.Tracer
 		}
 		return be, nil
 	case "grpc":
-		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target},
-			grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop))
+		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets},
+			grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
+			grpcbackend.WithCircuitBreaker(b.CircuitBreaker))
 	case "rest":
-		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout, Retry: rest.Retry{
-			MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
-		}}, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
+		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
+			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
+				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
+			}}, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }
@@ -178,4 +181,25 @@ func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("logging.level: %w", err)
 	}
 	return newLogger(w, level, c.Format), nil
+}
+
+// waitForStop waits until ctx ends (SIGTERM, SIGINT) or a listener fails, and returns the
+// listener's error. SIGHUP, the signal operators send to reload, is logged: nothing the gateway
+// holds can be reloaded yet (TLS material will be), and it must not kill the gateway.
+func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace time.Duration) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("stopping: draining in-flight calls", "grace", grace)
+			return nil
+		case err := <-errc:
+			log.Error("a listener failed; stopping", "error", err)
+			return err
+		case <-hup:
+			log.Info("SIGHUP: nothing to reload")
+		}
+	}
 }

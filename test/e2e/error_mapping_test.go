@@ -328,7 +328,9 @@ func TestErrorMappingGRPC(t *testing.T) {
 	go ds.Serve(l)
 	t.Cleanup(ds.Stop)
 
-	be, err := grpcbackend.New("driver", grpcbackend.Config{Target: "unix://" + driverSock})
+	// The table drives one failure after another: no circuit breaker, or it would open.
+	be, err := grpcbackend.New("driver", grpcbackend.Config{Target: "unix://" + driverSock},
+		grpcbackend.WithCircuitBreaker(backends.BreakerConfig{Disable: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,6 +475,9 @@ func errMapRESTBackend(t *testing.T, appliance *errMapAppliance) *grpc.ClientCon
 		URLs:           []string{hs.URL},
 		Retry:          rest.Retry{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		RequestTimeout: 5 * time.Second,
+		// The table drives one failure after another: no circuit breaker or retry budget.
+		Breaker: backends.BreakerConfig{Disable: true},
+		Budget:  backends.BudgetConfig{Disable: true},
 	})
 	if err != nil {
 		t.Fatal(err)

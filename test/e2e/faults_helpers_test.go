@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,8 +177,9 @@ type faultCall struct {
 // faultLoad is a mixed CSI load through the gateway: workers that each create volumes, delete
 // some of them, snapshot and publish/unpublish the others, and list, one call at a time,
 // every call with its own deadline. Each worker touches only volumes it created, so no two
-// calls of the load ever conflict on a volume. After a failed call a worker pauses briefly,
-// as a CO backs off, so that an outage does not turn into thousands of calls.
+// calls of the load ever conflict on a volume. After a failed call a worker backs off, as a
+// CO does (50 ms, doubled per further failure, at most 800 ms), so that an outage does not
+// turn into thousands of calls.
 type faultLoad struct {
 	ctl      csi.ControllerClient
 	prefix   string
@@ -211,6 +213,7 @@ func startFaultLoad(conn *grpc.ClientConn, prefix string, workers int, deadline 
 
 func (l *faultLoad) worker(w int, rnd *rand.Rand) {
 	var keep, deletable []string // IDs of volumes this worker created with an OK answer
+	var pause time.Duration      // after a failure: 50 ms, doubled while failures go on, at most 800 ms
 	for i := 0; ; i++ {
 		select {
 		case <-l.stop:
@@ -267,12 +270,15 @@ func (l *faultLoad) worker(w int, rnd *rand.Rand) {
 			})
 			failed = c.Code != codes.OK
 		}
-		if failed {
-			select {
-			case <-l.stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
+		if !failed {
+			pause = 0
+			continue
+		}
+		pause = min(max(2*pause, 50*time.Millisecond), 800*time.Millisecond)
+		select {
+		case <-l.stop:
+			return
+		case <-time.After(pause):
 		}
 	}
 }
@@ -340,8 +346,9 @@ func (l *faultLoad) recorded() []faultCall {
 	return append([]faultCall(nil), l.calls...)
 }
 
-// codeFigures counts calls by code: OK, UNAVAILABLE, DEADLINE_EXCEEDED and the rest.
-type codeFigures struct{ calls, ok, unavailable, deadline, other int }
+// codeFigures counts calls by code: OK, UNAVAILABLE (and how many of those the gateway's
+// circuit breaker failed fast), DEADLINE_EXCEEDED and the rest.
+type codeFigures struct{ calls, ok, unavailable, circuitOpen, deadline, other int }
 
 func countCodes(calls []faultCall) codeFigures {
 	var f codeFigures
@@ -352,6 +359,9 @@ func countCodes(calls []faultCall) codeFigures {
 			f.ok++
 		case codes.Unavailable:
 			f.unavailable++
+			if strings.Contains(c.Msg, "circuit open") {
+				f.circuitOpen++
+			}
 		case codes.DeadlineExceeded:
 			f.deadline++
 		default:
@@ -362,17 +372,39 @@ func countCodes(calls []faultCall) codeFigures {
 }
 
 func (f codeFigures) String() string {
-	return fmt.Sprintf("%d calls: OK %d, UNAVAILABLE %d, DEADLINE_EXCEEDED %d, other %d",
-		f.calls, f.ok, f.unavailable, f.deadline, f.other)
+	return fmt.Sprintf("%d calls: OK %d, UNAVAILABLE %d (circuit open %d), DEADLINE_EXCEEDED %d, other %d",
+		f.calls, f.ok, f.unavailable, f.circuitOpen, f.deadline, f.other)
+}
+
+// waitServing calls ControllerGetCapabilities (read-only, answered by the appliance) through
+// the gateway every 25 ms until it gets OK, and returns how long that took. It fails the test
+// after 30 s, with out (the processes' output).
+func waitServing(t *testing.T, conn *grpc.ClientConn, out func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := csi.NewControllerClient(conn).ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the gateway does not serve 30s after the appliance came back: %v\n%s", err, out())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 }
 
 // retryUntilOK makes the call fn again, as a CO does after a transient failure, until it gets
-// OK, at most 40 times, and returns what it returned and how many attempts it took. A final
+// OK, at most 40 times, backing off from 100 ms to 2 s (longer than the gateway's circuit
+// breaker stays open), and returns what it returned and how many attempts it took. A final
 // (non-transient) failure, or no OK after 40 attempts, fails the test.
 func retryUntilOK(t *testing.T, what string, fn func(ctx context.Context) (string, error)) (string, int) {
 	t.Helper()
 	const attempts = 40
 	var err error
+	pause := 100 * time.Millisecond
 	for n := 1; n <= attempts; n++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var id string
@@ -385,7 +417,8 @@ func retryUntilOK(t *testing.T, what string, fn func(ctx context.Context) (strin
 			t.Errorf("%s, retried after the outages: %v (attempt %d)", what, err, n)
 			return "", n
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 2*time.Second)
 	}
 	t.Errorf("%s: still failing after %d retries: %v", what, attempts, err)
 	return "", attempts
