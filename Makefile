@@ -10,7 +10,15 @@ RUN_DIR   := $(CURDIR)/.run
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
 TEST_FLAGS ?=
 
-.PHONY: help build run test test-deps bench lint fmt clean
+# The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
+# a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
+FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
+	./backends/embedded:FuzzParseExt4Size ./backends/rest:FuzzDecodeError \
+	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub
+FUZZTIME       ?= 1m
+FUZZTIME_SHORT ?= 3s
+
+.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,8 +37,16 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 	@echo "Stop with Ctrl-C."
 	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --log-format text
 
-test: test-deps lint ## run every test (race detector on; mount tests need root)
-	$(GO) test -race -count=1 -timeout 14m $(TEST_FLAGS) ./...
+test: test-deps lint ## run every test (race detector on; mount tests need root), then a short fuzz run
+	$(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz-short
+
+fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg || exit 1; done
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # The node tests and csi-sanity's node specs need mkfs.ext4, resize2fs, blkid and losetup.
 # As root they are installed from Debian's packages when missing; otherwise those tests skip.

@@ -11,8 +11,8 @@ import (
 // Defaults of a circuit breaker (BreakerConfig's zero values).
 const (
 	DefaultBreakerFailures    = 5
-	DefaultBreakerCoolDown    = 5 * time.Second
-	DefaultBreakerMaxCoolDown = 60 * time.Second
+	DefaultBreakerCoolDown    = time.Second
+	DefaultBreakerMaxCoolDown = 30 * time.Second
 )
 
 // BreakerConfig is the circuit breaker of one backend (backends.NAME.circuitBreaker in the
@@ -23,7 +23,7 @@ type BreakerConfig struct {
 	Failures int
 	// CoolDown (coolDown) is how long an open circuit fails calls fast before it lets one
 	// trial call through. Each failed trial doubles it, up to MaxCoolDown (maxCoolDown,
-	// default 60s or CoolDown if that is longer); a successful one resets it.
+	// default 30s or CoolDown if that is longer); a successful one resets it.
 	CoolDown, MaxCoolDown time.Duration
 	// Disable (disable) turns the breaker off: every call goes to the backend. The other
 	// fields are then ignored.

@@ -89,7 +89,7 @@ func TestBreakerFailsFast(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testutil.NewClock()
-			b := newTestBreaker(tc.target, BreakerConfig{}, clock)
+			b := newTestBreaker(tc.target, BreakerConfig{CoolDown: 5 * time.Second}, clock)
 			for range 5 {
 				if err := call(b, errUnavailable); err != nil {
 					t.Fatal(err)
@@ -313,7 +313,7 @@ func TestBreakerConfigWithDefaults(t *testing.T) {
 		want BreakerConfig
 		errs []string
 	}{
-		{"zero takes the defaults", BreakerConfig{}, BreakerConfig{Failures: 5, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}, nil},
+		{"zero takes the defaults", BreakerConfig{}, BreakerConfig{Failures: 5, CoolDown: DefaultBreakerCoolDown, MaxCoolDown: DefaultBreakerMaxCoolDown}, nil},
 		{"a long cool-down raises the maximum", BreakerConfig{CoolDown: 2 * time.Minute}, BreakerConfig{Failures: 5, CoolDown: 2 * time.Minute, MaxCoolDown: 2 * time.Minute}, nil},
 		{"set values stay", BreakerConfig{Failures: 2, CoolDown: time.Second, MaxCoolDown: 8 * time.Second}, BreakerConfig{Failures: 2, CoolDown: time.Second, MaxCoolDown: 8 * time.Second}, nil},
 		{"disabled is not checked", BreakerConfig{Disable: true, Failures: -1}, BreakerConfig{Disable: true, Failures: -1}, nil},
@@ -344,7 +344,7 @@ func TestBreakerConfigWithDefaults(t *testing.T) {
 
 // ExampleBreaker shows the calling pattern: Admit, send, report.
 func ExampleBreaker() {
-	b := NewBreaker("array1", "", BreakerConfig{Failures: 2})
+	b := NewBreaker("array1", "", BreakerConfig{Failures: 2, CoolDown: 5 * time.Second})
 	send := func() error { return Errorf(ClassUnavailable, "connection refused") }
 	for range 3 {
 		p, err := b.Admit()

@@ -1,6 +1,11 @@
 // Package proxy is the gateway's call path: listeners, the gRPC server that accepts every
-// method, the middleware chain (recover, authenticate, decode, log, route), per-RPC error
-// canonicalization, redaction and graceful shutdown.
+// method, and the one middleware chain every call passes (composed in Server.handler):
+// recover, log, observe (metrics, the live tap), tracing annotations, in-flight accounting,
+// authorize, deadlines, spec validation, per-object serialization and per-RPC error
+// canonicalization, then routing to a backend. It also holds what that chain needs:
+// redaction by schema and value scrubbing, the route table, readiness, the admin endpoints
+// (/metrics, /healthz, /readyz, /debug/tap) and graceful shutdown.
 //
-// It owns no storage logic: every call is handed to a backend chosen by the route table.
+// It owns no storage logic: every call is handed to a backend chosen by the route table, as
+// the raw bytes the caller sent.
 package proxy

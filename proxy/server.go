@@ -85,13 +85,14 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe → annotate span → in-flight → authorize → deadline → serialize → canonicalize →
-//	dispatch (route → backend)
+//	recover → log → observe → annotate span → in-flight → authorize → deadline → validate →
+//	serialize → canonicalize → dispatch (route → backend)
 //
 // The log, the observers (metrics, tap) and the span sit outside authorize so refused calls
 // are seen too, and outside canonicalize so they record the code the caller actually gets.
 // The server span itself comes from the OpenTelemetry stats handler in Options.ServerOptions.
-// Validation, serialization and tenancy slot in between authorize and canonicalize.
+// Validation and serialization answer with final statuses of their own; tenancy will slot in
+// after authorize.
 func (s *Server) handler(p ListenerPolicy) Handler {
 	return chain(dispatch(s.routes, s.opts.Backends),
 		recoverPanics(s.opts.Log),

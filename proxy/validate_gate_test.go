@@ -152,4 +152,3 @@ func validationStream(t *testing.T, h Handler, method string, req proto.Message)
 	}
 	return err
 }
-

@@ -197,4 +197,3 @@ func TestValidateUndecodableRequest(t *testing.T) {
 		t.Errorf("the backend got %v", got)
 	}
 }
-

@@ -54,7 +54,9 @@ func decodeToken(kind, token string) (int64, error) {
 		return 0, bad
 	}
 	after, err := strconv.ParseInt(n, 10, 64)
-	if err != nil || after < 0 {
+	// Only the exact text encodeToken writes is accepted: base64 with stray low bits or a
+	// number with a sign or leading zeros would otherwise name the same position.
+	if err != nil || after < 0 || encodeToken(kind, after) != token {
 		return 0, bad
 	}
 	return after, nil

@@ -53,11 +53,11 @@ var _ backends.Backend = (*Backend)(nil)
 // settings close the connection with ENHANCE_YOUR_CALM ("too_many_pings").
 var keepaliveParams = keepalive.ClientParameters{Time: 5 * time.Minute, Timeout: 20 * time.Second}
 
-// unixBackoff is grpc's default connect backoff (1 s, ×1.6, ±20 %) with the ceiling lowered
-// from 120 s to 10 s: a connect(2) on a local socket costs nothing, and a driver restarted by
-// its supervisor should get calls again within seconds, not minutes. TCP targets keep grpc's
-// default.
-var unixBackoff = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second}
+// unixBackoff is grpc's default connect backoff shape (×1.6, ±20 %) starting at 100 ms
+// instead of 1 s, with the ceiling lowered from 120 s to 5 s: a connect(2) on a local socket
+// costs nothing, and a driver restarted by its supervisor should get calls again within a
+// fraction of a second, not after a second of backoff. TCP targets keep grpc's default.
+var unixBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}
 
 // serviceConfig is the default service config: pick_first over the target's one address, and no
 // retryPolicy, because retrying is the gateway's decision (it knows which CSI calls are safe to

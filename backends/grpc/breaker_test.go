@@ -22,7 +22,7 @@ import (
 // and reads clock.
 func breakerBackend(t *testing.T, target string, failures int, clock *testutil.Clock) *Backend {
 	t.Helper()
-	return newBackend(t, target, WithCircuitBreaker(backends.BreakerConfig{Failures: failures}),
+	return newBackend(t, target, WithCircuitBreaker(backends.BreakerConfig{Failures: failures, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}),
 		func(o *options) { o.breaker.now = clock.Now })
 }
 

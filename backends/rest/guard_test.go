@@ -118,7 +118,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 			mode.Store("503")
 			srv := newServer(t, switchable(&mode))
 			clock := testutil.NewClock()
-			b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: tc.maxAttempts}, Breaker: backends.BreakerConfig{Failures: 3}}, clock, srv.URL)
+			b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: tc.maxAttempts}, Breaker: backends.BreakerConfig{Failures: 3, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}}, clock, srv.URL)
 			for range tc.calls {
 				_, err := b.Unary(t.Context(), createPath, createRequest(t))
 				checkError(t, err, backends.ClassUnavailable, tc.wantFirst...)
@@ -159,7 +159,7 @@ func TestBreakerCountsOnlyTransientFailures(t *testing.T) {
 	mode.Store("notfound")
 	srv := newServer(t, switchable(&mode))
 	clock := testutil.NewClock()
-	b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 2}}, clock, srv.URL)
+	b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 2, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}}, clock, srv.URL)
 	for range 10 {
 		_, err := b.Unary(t.Context(), createPath, createRequest(t))
 		checkError(t, err, backends.ClassNotFound, "no such volume")
@@ -169,7 +169,7 @@ func TestBreakerCountsOnlyTransientFailures(t *testing.T) {
 	}
 
 	down := refusedURL(t)
-	b = guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 2}}, clock, down)
+	b = guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 2, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}}, clock, down)
 	for range 2 {
 		_, err := b.Unary(t.Context(), createPath, createRequest(t))
 		checkError(t, err, backends.ClassUnavailable, "cannot connect to "+down)
@@ -187,7 +187,7 @@ func TestFailoverSkipsOpenURL(t *testing.T) {
 	clock := testutil.NewClock()
 	b := guardedBackend(t, Config{
 		Retry:   Retry{MaxAttempts: 3},
-		Breaker: backends.BreakerConfig{Failures: 2},
+		Breaker: backends.BreakerConfig{Failures: 2, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute},
 		Budget:  backends.BudgetConfig{Ratio: 0.0001, MinPerSecond: 0.1, Window: 10 * time.Second}, // one retry
 	}, clock, busy.URL, good.URL)
 
@@ -231,7 +231,7 @@ func TestAllCircuitsOpen(t *testing.T) {
 	mode.Store("503")
 	a, c := newServer(t, switchable(&mode)), newServer(t, switchable(&mode))
 	clock := testutil.NewClock()
-	b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 1}}, clock, a.URL, c.URL)
+	b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 1, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}}, clock, a.URL, c.URL)
 	for _, i := range []int32{0, 1} {
 		b.preferred.Store(i)
 		b.Unary(t.Context(), createPath, createRequest(t))
@@ -260,7 +260,7 @@ func TestCanceledTrialIsReleased(t *testing.T) {
 	mode.Store("503")
 	srv := newServer(t, switchable(&mode))
 	clock := testutil.NewClock()
-	b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 1}}, clock, srv.URL)
+	b := guardedBackend(t, Config{Retry: Retry{MaxAttempts: 1}, Breaker: backends.BreakerConfig{Failures: 1, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}}, clock, srv.URL)
 	b.Unary(t.Context(), createPath, createRequest(t))
 	clock.Advance(5 * time.Second)
 
@@ -325,7 +325,7 @@ func TestGuardConfigKeyPaths(t *testing.T) {
 		}
 	}
 	c, err := Config{URLs: []string{"http://a"}}.withDefaults()
-	if err != nil || c.Breaker != (backends.BreakerConfig{Failures: 5, CoolDown: 5 * time.Second, MaxCoolDown: time.Minute}) ||
+	if err != nil || c.Breaker != (backends.BreakerConfig{Failures: 5, CoolDown: time.Second, MaxCoolDown: 30 * time.Second}) ||
 		c.Budget != (backends.BudgetConfig{Ratio: 0.2, MinPerSecond: 3, Window: 10 * time.Second}) {
 		t.Errorf("defaults %+v %+v, %v", c.Breaker, c.Budget, err)
 	}

@@ -30,6 +30,8 @@ type Config struct {
 	Admin     AdminConfig              `mapstructure:"admin"`
 	Tracing   TracingConfig            `mapstructure:"tracing"`
 	Timeouts  proxy.TimeoutConfig      `mapstructure:"timeouts"`
+	// Validation is enforce, warn or off (docs/validation.md).
+	Validation string `mapstructure:"validation"`
 }
 
 // AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.
@@ -142,6 +144,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("logging.format", "json")
 	v.SetDefault("shutdown.grace", "30s")
 	v.SetDefault("redaction.safeContextKeys", []string{})
+	v.SetDefault("validation", string(proxy.ValidationEnforce))
 	v.SetDefault("timeouts.default", "0s")
 	v.SetDefault("timeouts.max", "0s")
 	v.SetDefault("admin.listen", "")
@@ -253,6 +256,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.Routes) == 0 {
 		return fmt.Errorf("routes: empty; route methods to backends, e.g. {methods: [\"*\"], backend: NAME}")
+	}
+	if _, err := proxy.ParseValidationMode(c.Validation); err != nil {
+		return fmt.Errorf("validation: %w", err)
 	}
 	if _, err := proxy.NewTimeouts(c.Timeouts); err != nil {
 		return err

@@ -71,9 +71,14 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	validation, err := proxy.ParseValidationMode(cfg.Validation)
+	if err != nil {
+		return fmt.Errorf("validation: %w", err)
+	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
+		Validation: validation,
 		// Always, even with tracing off: it carries callers' trace context through.
 		ServerOptions: []grpc.ServerOption{proxy.TracingServerOption(tp, prop)},
 	})

@@ -113,7 +113,7 @@ func TestGatewayCanary(t *testing.T) {
 		}
 		return nil
 	})
-	gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
   driver: {type: grpc, target: %q}
 routes:
   - {methods: ["*"], backend: driver}

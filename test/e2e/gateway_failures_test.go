@@ -51,7 +51,7 @@ func TestGatewayFailures(t *testing.T) {
 	t.Cleanup(busy.Close)
 
 	const busyAttempts = 3
-	gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
   down: {type: grpc, target: "unix://%s"}
   refused: {type: rest, urls: [%q], retry: {maxAttempts: 3, minBackoff: 20ms, maxBackoff: 100ms}}
   slow: {type: grpc, target: %q}

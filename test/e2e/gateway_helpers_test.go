@@ -232,6 +232,11 @@ type gatewayProc struct {
 // (backends, routes, logging, shutdown: YAML at the top level), starts `csi-gateway serve
 // --config` on it and waits until the socket accepts connections. It does not call any
 // method: the routes of some tests lead nowhere healthy.
+// noValidation turns the gateway's spec validation off, for tests whose in-test drivers answer
+// the capability calls (which validation asks) with nothing: they test passthrough,
+// redaction and shutdown, not conformance.
+const noValidation = "validation: off\n"
+
 func startGatewayWith(t *testing.T, dir, body string) *gatewayProc {
 	t.Helper()
 	sock := filepath.Join(dir, "gw.sock")

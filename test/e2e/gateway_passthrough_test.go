@@ -77,7 +77,7 @@ func TestGatewayPassthrough(t *testing.T) {
 		}
 		return nil
 	}, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, healthSrv) })
-	gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
   driver: {type: grpc, target: %q}
 routes:
   - methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*", "/csi.v1.SnapshotMetadata/*", "/grpc.health.v1.Health/*", "/example.vendor.v1.Vendor/*"]

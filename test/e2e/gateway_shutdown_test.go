@@ -82,7 +82,7 @@ func TestGatewayShutdownDrains(t *testing.T) {
 	// however loaded the machine is.
 	gate := make(chan struct{})
 	driver := startTestDriver(t, dir, "driver.sock", slowCreate(1500*time.Millisecond, gate))
-	gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
   driver: {type: grpc, target: %q}
 routes:
   - {methods: ["*"], backend: driver}
@@ -143,7 +143,7 @@ shutdown: {grace: 10s}
 func TestGatewayShutdownCutsOff(t *testing.T) {
 	dir := t.TempDir()
 	driver := startTestDriver(t, dir, "driver.sock", slowCreate(5*time.Second, nil))
-	gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
   driver: {type: grpc, target: %q}
 routes:
   - {methods: ["*"], backend: driver}
