@@ -24,13 +24,10 @@ func TracingServerOption(tp trace.TracerProvider, prop propagation.TextMapPropag
 	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop)))
 }
 
-// Span attributes the gateway sets on the server span of a call (and the backends on their
-// client spans: csi.backend, csi.attempt).
-const (
-	attrBackend    = attribute.Key("csi.backend")
-	attrAttempt    = attribute.Key("csi.attempt")
-	attrStatusCode = attribute.Key("rpc.grpc.status_code")
-)
+// attrStatusCode is the code the caller got, on the server span. The csi.backend and
+// csi.attempt keys are shared with the backends' client spans (backends.AttrBackend,
+// backends.AttrAttempt).
+const attrStatusCode = attribute.Key("rpc.grpc.status_code")
 
 // annotateSpan sets, on the call's server span (made by TracingServerOption's stats handler),
 // what the gateway learnt about the call when it ends: the IDs the request names
@@ -63,8 +60,8 @@ func annotateSpan(r *Redactor) Middleware {
 				}
 			}
 			if call.Backend != "" {
-				attrs = append(attrs, attrBackend.String(call.Backend),
-					attrAttempt.Int(backends.CallInfoFrom(ctx).Attempts()))
+				attrs = append(attrs, backends.AttrBackend.String(call.Backend),
+					backends.AttrAttempt.Int(backends.CallInfoFrom(ctx).Attempts()))
 			}
 			attrs = append(attrs, attrStatusCode.Int(int(st.Code())))
 			span.SetAttributes(attrs...)

@@ -5,19 +5,12 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
-)
-
-// Span attributes of the client spans, as the gateway's server spans name them.
-const (
-	attrBackend = attribute.Key("csi.backend")
-	attrAttempt = attribute.Key("csi.attempt")
 )
 
 // WithTracerProvider makes one client span per call to the driver (a child of the span in the
@@ -55,7 +48,7 @@ func newClientTracing(backend string, tp trace.TracerProvider, prop propagation.
 	return &clientTracing{otel: otelgrpc.NewClientHandler(
 		otelgrpc.WithTracerProvider(tp),
 		otelgrpc.WithPropagators(prop),
-		otelgrpc.WithSpanAttributes(attrBackend.String(backend)),
+		otelgrpc.WithSpanAttributes(backends.AttrBackend.String(backend)),
 	)}
 }
 
@@ -66,7 +59,7 @@ func (h *clientTracing) TagRPC(ctx context.Context, info *stats.RPCTagInfo) cont
 	ctx = h.otel.TagRPC(ctx, info)
 	// The backend counted this attempt before sending it (Unary, Stream).
 	if n := backends.CallInfoFrom(ctx).Attempts(); n > 0 {
-		trace.SpanFromContext(ctx).SetAttributes(attrAttempt.Int(n))
+		trace.SpanFromContext(ctx).SetAttributes(backends.AttrAttempt.Int(n))
 	}
 	return ctx
 }

@@ -6,15 +6,10 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-)
 
-// Span attributes of the attempt spans, as the gateway's server spans name them.
-const (
-	attrBackend = attribute.Key("csi.backend")
-	attrAttempt = attribute.Key("csi.attempt")
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // WithTracerProvider makes one client span per HTTP attempt (so a retried call has one span
@@ -53,7 +48,7 @@ func newTracingTransport(backend string, base http.RoundTripper, tp trace.Tracer
 	return &tracingTransport{base: base, traced: otelhttp.NewTransport(attemptTagger{base},
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(prop),
-		otelhttp.WithSpanOptions(trace.WithAttributes(attrBackend.String(backend))),
+		otelhttp.WithSpanOptions(trace.WithAttributes(backends.AttrBackend.String(backend))),
 		otelhttp.WithFilter(func(r *http.Request) bool { return trace.SpanContextFromContext(r.Context()).IsValid() }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	)}
@@ -78,7 +73,7 @@ func (t attemptTagger) RoundTrip(r *http.Request) (*http.Response, error) {
 	// http.Client calls RoundTrip on the goroutine that runs the call's attempts, after
 	// beforeAttempt has counted this one: reading c.attempts here needs no lock.
 	if c, ok := r.Context().Value(callKey{}).(*call); ok {
-		trace.SpanFromContext(r.Context()).SetAttributes(attrAttempt.Int(c.attempts))
+		trace.SpanFromContext(r.Context()).SetAttributes(backends.AttrAttempt.Int(c.attempts))
 	}
 	return t.base.RoundTrip(r)
 }
