@@ -189,6 +189,15 @@ func (b *Breaker) Status() BreakerStatus {
 	return b.status()
 }
 
+// Target is what the breaker guards, as its messages name it: a URL's scheme://host, or ""
+// for a whole backend.
+func (b *Breaker) Target() string {
+	if b == nil {
+		return ""
+	}
+	return b.target
+}
+
 // Rejected returns how many calls the breaker has failed fast since it was made, for metrics.
 func (b *Breaker) Rejected() uint64 {
 	if b == nil {

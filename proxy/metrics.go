@@ -33,7 +33,7 @@ const (
 // Metrics is the gateway's Prometheus instrumentation. It observes every finished call (it is
 // a CallObserver), counts the calls in flight (InFlight), and holds the gauges other parts of
 // the gateway set: backend readiness (set by Readiness) and TLS certificate expiry
-// (SetCertificateExpiry).
+// (SetCertificateExpiry); WatchBackends adds the backends' circuit breakers and retry budgets.
 //
 // Labels are bounded: method_name is a method the gateway knows or "other", status codes are
 // the 17 gRPC codes, backend is a configured backend name; no volume, snapshot or node ID and
@@ -41,6 +41,7 @@ const (
 type Metrics struct {
 	driverName string
 	known      methodTable
+	registry   prometheus.Registerer
 	gatherer   prometheus.Gatherer
 
 	operations      *prometheus.HistogramVec // csi_sidecar_operations_seconds
@@ -71,6 +72,7 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 	}
 	m := &Metrics{
 		driverName: driverName,
+		registry:   reg,
 		known:      newMethodTable(),
 		operations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "csi_sidecar_operations_seconds",

@@ -65,6 +65,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
+	metrics.WatchBackends(bes)
 	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
 	tap := proxy.NewTap()
 	timeouts, err := proxy.NewTimeouts(cfg.Timeouts)
