@@ -3,21 +3,50 @@ package auth
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Identity is who is calling, as established by the listener the call arrived on.
 type Identity struct {
-	// Kind is how the identity was established: "unix" (peer credentials of a Unix socket)
-	// or "anonymous" (no credentials could be read).
+	// Kind is how the identity was established: "unix" (peer credentials of a Unix socket),
+	// "x509" (a client certificate verified by a TLS listener) or "anonymous" (no
+	// credentials could be read).
 	Kind string
 	// UID, GID and PID are the caller's process credentials on a Unix socket.
 	UID, GID uint32
 	PID      int32
+	// SPIFFEID and CommonName come from a verified client certificate: its spiffe:// URI SAN
+	// (empty when it has none, or more than one) and its subject CN.
+	SPIFFEID, CommonName string
+	// dnsNames are the certificate's DNS SANs joined by newlines, so that Identity stays
+	// comparable with ==; see DNSNames.
+	dnsNames string
 }
 
+// DNSNames returns the DNS SANs of a verified client certificate.
+func (id Identity) DNSNames() []string {
+	if id.dnsNames == "" {
+		return nil
+	}
+	return strings.Split(id.dnsNames, "\n")
+}
+
+// String names the caller for logs and error messages: uid/gid/pid, the SPIFFE ID, the first
+// DNS name or the CN, in that order of preference.
 func (id Identity) String() string {
-	if id.Kind == "unix" {
+	switch id.Kind {
+	case "unix":
 		return fmt.Sprintf("uid=%d gid=%d pid=%d", id.UID, id.GID, id.PID)
+	case "x509":
+		switch {
+		case id.SPIFFEID != "":
+			return id.SPIFFEID
+		case id.dnsNames != "":
+			return "dns:" + id.DNSNames()[0]
+		case id.CommonName != "":
+			return "cn:" + id.CommonName
+		}
+		return "x509 certificate without a name"
 	}
 	return id.Kind
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -45,9 +46,25 @@ type Options struct {
 
 // ListenerPolicy is what one listener admits.
 type ListenerPolicy struct {
+	// Creds are the listener's transport credentials. Nil means a Unix socket: callers are
+	// identified by their peer credentials and checked against AllowUIDs and AllowGIDs.
+	// Otherwise (TCP: TLS from tlsconf through credentials.NewTLS, or plaintext) callers
+	// are checked against Clients.
+	Creds credentials.TransportCredentials
 	// AllowUIDs and AllowGIDs admit Unix callers by peer credentials; both empty admits
 	// every caller the socket's mode lets in.
 	AllowUIDs, AllowGIDs []uint32
+	// Clients admits callers of a listener with Creds by their verified certificate; empty
+	// admits every caller the credentials let in.
+	Clients auth.ClientAllowList
+}
+
+// authorizer returns what decides who may call through the listener.
+func (p ListenerPolicy) authorizer() authorizer {
+	if p.Creds == nil {
+		return auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}
+	}
+	return p.Clients
 }
 
 // Server accepts CSI calls on any number of listeners and passes each through the one
@@ -100,7 +117,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		observeCalls(s.opts.Observers),
 		annotateSpan(s.redactor),
 		s.opts.Metrics.InFlight(),
-		authorize(auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}),
+		authorize(p.authorizer()),
 		limitDeadlines(s.opts.Timeouts),
 		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
 		s.serialize(),
@@ -108,11 +125,16 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 	)
 }
 
-// Serve accepts calls on l until Shutdown; l must be a Unix socket listener (peer
-// credentials identify callers). It returns nil after Shutdown.
+// Serve accepts calls on l until Shutdown, with p's transport credentials: without any, l
+// must be a Unix socket listener (peer credentials identify callers). It returns nil after
+// Shutdown.
 func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
+	var creds credentials.TransportCredentials = auth.UnixPeerCredentials{}
+	if p.Creds != nil {
+		creds = p.Creds
+	}
 	gs := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.Creds(auth.UnixPeerCredentials{}),
+		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(s.streamHandler(s.handler(p))),
 	}, s.opts.ServerOptions...)...)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
@@ -66,6 +68,29 @@ type ListenerConfig struct {
 	SocketMode string   `mapstructure:"socketMode"`
 	AllowUIDs  []uint32 `mapstructure:"allowUIDs"`
 	AllowGIDs  []uint32 `mapstructure:"allowGIDs"`
+	// TLS is required on a tcp:// listener unless Insecure; Clients lists who may call it.
+	TLS      *ListenerTLSConfig `mapstructure:"tls"`
+	Clients  []auth.ClientRule  `mapstructure:"clients"`
+	Insecure bool               `mapstructure:"insecure"` // plaintext TCP: anyone who reaches it may call
+}
+
+// ListenerTLSConfig are a TCP listener's PEM files, reloaded when they change and on SIGHUP.
+type ListenerTLSConfig struct {
+	Cert       string `mapstructure:"cert"`
+	Key        string `mapstructure:"key"`
+	ClientCA   string `mapstructure:"clientCA"`
+	MinVersion string `mapstructure:"minVersion"` // "1.3" (default) or "1.2"
+}
+
+// minVersion returns the tls.VersionTLS* constant of MinVersion.
+func (t ListenerTLSConfig) minVersion() (uint16, error) {
+	switch t.MinVersion {
+	case "", "1.3":
+		return tls.VersionTLS13, nil
+	case "1.2":
+		return tls.VersionTLS12, nil
+	}
+	return 0, fmt.Errorf("%q is not 1.3 or 1.2", t.MinVersion)
 }
 
 // BackendConfig is one backend; which fields apply depends on Type.
@@ -226,8 +251,8 @@ func (c *Config) validate() error {
 		if err != nil {
 			return fmt.Errorf("%s.endpoint: %w", key, err)
 		}
-		if ep.Scheme != "unix" {
-			return fmt.Errorf("%s.endpoint: %s: TCP listeners need mTLS, which this version does not have yet; use a unix:// endpoint", key, l.Endpoint)
+		if err := validateListenerSecurity(key, ep, l); err != nil {
+			return err
 		}
 		if _, err := parseSocketMode(l.SocketMode); err != nil {
 			return fmt.Errorf("%s.socketMode: %w", key, err)
@@ -277,6 +302,50 @@ func (c *Config) validate() error {
 	}
 	if c.Shutdown.Grace < 0 {
 		return fmt.Errorf("shutdown.grace: must not be negative")
+	}
+	return nil
+}
+
+// validateListenerSecurity checks tls, clients and insecure against the endpoint's scheme.
+func validateListenerSecurity(key string, ep proxy.Endpoint, l ListenerConfig) error {
+	if ep.Scheme == "unix" {
+		switch {
+		case l.TLS != nil:
+			return fmt.Errorf("%s.tls: only for tcp:// endpoints; a Unix socket is guarded by socketMode and allowUIDs/allowGIDs", key)
+		case len(l.Clients) > 0:
+			return fmt.Errorf("%s.clients: only for tcp:// endpoints with tls; use allowUIDs/allowGIDs on a Unix socket", key)
+		case l.Insecure:
+			return fmt.Errorf("%s.insecure: only for tcp:// endpoints", key)
+		}
+		return nil
+	}
+	if len(l.AllowUIDs) > 0 || len(l.AllowGIDs) > 0 {
+		return fmt.Errorf("%s.allowUIDs: only for unix:// endpoints; list TCP callers in clients", key)
+	}
+	if l.Insecure {
+		if l.TLS != nil || len(l.Clients) > 0 {
+			return fmt.Errorf("%s.insecure: true turns TLS off; remove tls and clients, or insecure", key)
+		}
+		return nil
+	}
+	if l.TLS == nil {
+		return fmt.Errorf("%s.tls: required on %s (cert, key, clientCA); plaintext TCP needs insecure: true", key, l.Endpoint)
+	}
+	for _, f := range []struct{ name, path string }{{"cert", l.TLS.Cert}, {"key", l.TLS.Key}, {"clientCA", l.TLS.ClientCA}} {
+		if f.path == "" {
+			return fmt.Errorf("%s.tls.%s: required (a PEM file)", key, f.name)
+		}
+	}
+	if _, err := l.TLS.minVersion(); err != nil {
+		return fmt.Errorf("%s.tls.minVersion: %w", key, err)
+	}
+	if len(l.Clients) == 0 {
+		return fmt.Errorf("%s.clients: required with tls: list who may call, e.g. [{uri: \"spiffe://example.org/ns/kube-system/sa/csi-provisioner\"}]", key)
+	}
+	for j, c := range l.Clients {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%s.clients[%d]: %w", key, j, err)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,37 @@ logging: {level: warn}
 	}
 }
 
+func TestConfigTLSListener(t *testing.T) {
+	c, err := loadFrom(t, `
+listeners:
+  - endpoint: tcp://0.0.0.0:9443
+    tls: {cert: /tls/tls.crt, key: /tls/tls.key, clientCA: /tls/ca.crt, minVersion: "1.2"}
+    clients:
+      - uri: spiffe://example.org/ns/kube-system/sa/csi-provisioner
+      - dns: node1.example.org
+      - cn: csi-attacher
+  - endpoint: tcp://127.0.0.1:9000
+    insecure: true
+`, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Listeners[0]
+	if l.TLS == nil || *l.TLS != (ListenerTLSConfig{Cert: "/tls/tls.crt", Key: "/tls/tls.key", ClientCA: "/tls/ca.crt", MinVersion: "1.2"}) {
+		t.Errorf("tls: %+v", l.TLS)
+	}
+	if len(l.Clients) != 3 || l.Clients[0].URI != "spiffe://example.org/ns/kube-system/sa/csi-provisioner" ||
+		l.Clients[1].DNS != "node1.example.org" || l.Clients[2].CN != "csi-attacher" {
+		t.Errorf("clients: %+v", l.Clients)
+	}
+	if v, _ := l.TLS.minVersion(); v != tls.VersionTLS12 {
+		t.Errorf("minVersion %#x", v)
+	}
+	if !c.Listeners[1].Insecure || c.Listeners[1].TLS != nil {
+		t.Errorf("insecure listener: %+v", c.Listeners[1])
+	}
+}
+
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
@@ -104,7 +136,16 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 	}{
 		{"unknown key", "listners: []", nil, "listners"},
 		{"relative socket", "listeners: [{endpoint: unix://csi.sock}]", nil, "listeners[0].endpoint"},
-		{"tcp without TLS", "listeners: [{endpoint: tcp://127.0.0.1:9000}]", nil, "mTLS"},
+		{"tcp without TLS", "listeners: [{endpoint: tcp://127.0.0.1:9000}]", nil, "listeners[0].tls: required on tcp://127.0.0.1:9000 (cert, key, clientCA); plaintext TCP needs insecure: true"},
+		{"tls without clients", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}}]", nil, "listeners[0].clients: required with tls"},
+		{"tls without key", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c.pem, clientCA: /ca.pem}, clients: [{cn: a}]}]", nil, "listeners[0].tls.key: required"},
+		{"bad minVersion", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c, key: /k, clientCA: /ca, minVersion: '1.1'}, clients: [{cn: a}]}]", nil, `listeners[0].tls.minVersion: "1.1" is not 1.3 or 1.2`},
+		{"client rule with two names", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}, clients: [{cn: a}, {cn: b, dns: b.example.org}]}]", nil, "listeners[0].clients[1]: set exactly one of uri, dns or cn"},
+		{"client uri not spiffe", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}, clients: [{uri: 'https://x'}]}]", nil, "listeners[0].clients[0]: uri"},
+		{"unknown client key", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}, clients: [{spiffe: x}]}]", nil, "spiffe"},
+		{"insecure with tls", "listeners: [{endpoint: tcp://127.0.0.1:9000, insecure: true, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}}]", nil, "listeners[0].insecure: true turns TLS off"},
+		{"tls on a unix socket", "listeners: [{endpoint: unix:///tmp/a.sock, tls: {cert: /c.pem, key: /k.pem, clientCA: /ca.pem}}]", nil, "listeners[0].tls: only for tcp://"},
+		{"allowUIDs on tcp", "listeners: [{endpoint: tcp://127.0.0.1:9000, insecure: true, allowUIDs: [0]}]", nil, "listeners[0].allowUIDs: only for unix://"},
 		{"bad socket mode", "listeners: [{endpoint: unix:///tmp/a.sock, socketMode: rw}]", nil, "listeners[0].socketMode"},
 		{"backend without type", "backends: {a: {target: unix:///x.sock}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.type"},
 		{"bad backend type", "backends: {a: {type: nfs}}\nroutes: [{methods: ['*'], backend: a}]", nil, `"nfs"`},

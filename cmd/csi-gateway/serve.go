@@ -17,12 +17,16 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
 	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/proxy"
+	"github.com/csi-gateway/csi-gateway/tlsconf"
 )
 
 func newServeCommand() *cobra.Command {
@@ -99,20 +103,34 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		defer stopAdmin(admin, tap)
 		log.Info("admin listening", "address", cfg.Admin.Listen)
 	}
+	var tlsServers []*tlsconf.Server
+	defer func() {
+		for _, ts := range tlsServers {
+			ts.Close()
+		}
+	}()
 	for i, lc := range cfg.Listeners {
+		key := fmt.Sprintf("listeners[%d]", i)
+		policy, ts, err := listenerPolicy(key, lc, metrics, log)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
+		if ts != nil {
+			tlsServers = append(tlsServers, ts)
+		}
 		l, err := listen(lc)
 		if err != nil {
 			srv.Shutdown(context.Background())
-			return fmt.Errorf("listeners[%d]: %w", i, err)
+			return fmt.Errorf("%s: %w", key, err)
 		}
-		policy := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs}
 		go func() { errc <- srv.Serve(l, policy) }()
-		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode)
+		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode, "tls", ts != nil)
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
 
-	serveErr := waitForStop(ctx, errc, log, cfg.Shutdown.Grace)
+	serveErr := waitForStop(ctx, errc, log, cfg.Shutdown.Grace, tlsServers)
 	readiness.SetListening(false) // out of service before the listeners stop answering
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace)
 	defer cancel()
@@ -121,6 +139,35 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Warn("grace period over: calls still running were cancelled")
 	}
 	return serveErr
+}
+
+// listenerPolicy builds what listener key admits. A TLS listener gets its tlsconf.Server
+// (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener
+// is logged as a warning, at every start.
+func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) (proxy.ListenerPolicy, *tlsconf.Server, error) {
+	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs}
+	ep, err := proxy.ParseEndpoint(lc.Endpoint)
+	if err != nil || ep.Scheme == "unix" {
+		return p, nil, err
+	}
+	if lc.Insecure {
+		log.Warn(fmt.Sprintf("%s: plaintext TCP: anyone who can reach %s can call the gateway", key, ep.Address))
+		p.Creds = insecure.NewCredentials()
+		return p, nil, nil
+	}
+	minVersion, err := lc.TLS.minVersion()
+	if err != nil {
+		return p, nil, fmt.Errorf("%s.tls.minVersion: %w", key, err)
+	}
+	ts, err := tlsconf.NewServer(tlsconf.ServerFiles{Cert: lc.TLS.Cert, Key: lc.TLS.Key, ClientCA: lc.TLS.ClientCA},
+		tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log),
+		tlsconf.WithExpiryHook(metrics.SetCertificateExpiry))
+	if err != nil {
+		return p, nil, fmt.Errorf("%s.tls: %w", key, err)
+	}
+	p.Creds = credentials.NewTLS(ts.Config())
+	p.Clients = auth.ClientAllowList{Key: key + ".clients", Rules: lc.Clients}
+	return p, ts, nil
 }
 
 func listen(lc ListenerConfig) (net.Listener, error) {
@@ -190,9 +237,9 @@ func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
 }
 
 // waitForStop waits until ctx ends (SIGTERM, SIGINT) or a listener fails, and returns the
-// listener's error. SIGHUP, the signal operators send to reload, is logged: nothing the gateway
-// holds can be reloaded yet (TLS material will be), and it must not kill the gateway.
-func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace time.Duration) error {
+// listener's error. SIGHUP, the signal operators send to reload, reloads every TLS listener's
+// files; a reload that fails is logged and keeps the old material, and never stops the gateway.
+func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace time.Duration, tlsServers []*tlsconf.Server) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -205,7 +252,16 @@ func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace
 			log.Error("a listener failed; stopping", "error", err)
 			return err
 		case <-hup:
-			log.Info("SIGHUP: nothing to reload")
+			if len(tlsServers) == 0 {
+				log.Info("SIGHUP: nothing to reload")
+			}
+			for _, ts := range tlsServers {
+				if err := ts.Reload(); err != nil {
+					log.Error("SIGHUP: TLS reload failed; the previous certificate keeps serving", "listener", ts.Name(), "error", err)
+					continue
+				}
+				log.Info("SIGHUP: TLS files reloaded", "listener", ts.Name(), "not_after", ts.NotAfter())
+			}
 		}
 	}
 }

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
+)
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listens on at the moment.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestMTLSListenerBinary runs the real binary with a TCP mTLS listener and a plaintext one:
+// an allowed client's Probe answers, an unlisted one gets PERMISSION_DENIED, SIGHUP reloads
+// the TLS files, and the plaintext listener is warned about.
+func TestMTLSListenerBinary(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCA(t, "e2e CA")
+	cert, key, clientCA := testutil.ServerPEMFiles(t, dir, ca, ca.NewServerLeaf(t))
+	addr, plainAddr := freePort(t), freePort(t)
+	config := filepath.Join(dir, "gateway.yaml")
+	yaml := fmt.Sprintf(`listeners:
+  - endpoint: tcp://%s
+    tls: {cert: %s, key: %s, clientCA: %s}
+    clients: [{uri: "spiffe://example.org/allowed"}]
+  - endpoint: tcp://%s
+    insecure: true
+backends: {embedded: {type: embedded, dataDir: %s}}
+routes: [{methods: ["*"], backend: embedded}]
+`, addr, cert, key, clientCA, plainAddr, filepath.Join(dir, "data"))
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.Start(t, "serve", "--config", config)
+	waitOutput(t, p, "gateway ready", 30*time.Second)
+	waitOutput(t, p, fmt.Sprintf("listeners[1]: plaintext TCP: anyone who can reach %s can call the gateway", plainAddr), time.Second)
+
+	dial := func(uri string) *grpc.ClientConn {
+		creds := credentials.NewTLS(testutil.ClientTLS(t, []*testutil.CA{ca}, ca.NewLeaf(t, testutil.Leaf{URIs: []string{uri}}), 0, 0))
+		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := csi.NewIdentityClient(dial("spiffe://example.org/allowed")).Probe(ctx, &csi.ProbeRequest{}); err != nil {
+		t.Fatalf("an allowed client's Probe: %v\n%s", err, p.Output())
+	}
+	_, err := csi.NewIdentityClient(dial("spiffe://example.org/unlisted")).Probe(ctx, &csi.ProbeRequest{})
+	if st := status.Convert(err); st.Code() != codes.PermissionDenied ||
+		st.Message() != "csi-gateway: client identity spiffe://example.org/unlisted is not in listeners[0].clients" {
+		t.Errorf("an unlisted client's Probe: %v %q", st.Code(), st.Message())
+	}
+
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, p, "SIGHUP: TLS files reloaded", 10*time.Second)
+	testutil.WritePEM(t, cert, []byte("garbage"))
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, p, "SIGHUP: TLS reload failed", 10*time.Second)
+	if _, err := csi.NewIdentityClient(dial("spiffe://example.org/allowed")).Probe(ctx, &csi.ProbeRequest{}); err != nil {
+		t.Errorf("after a failed reload: %v", err)
+	}
+}
