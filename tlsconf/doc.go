@@ -1,5 +1,7 @@
-// Package tlsconf builds TLS configurations for listeners from PEM files, with TLS 1.3 by
-// default (1.2 by choice, nothing lower), client certificates required, and hot reload of
+// Package tlsconf builds TLS configurations from PEM files — for listeners (Server: client
+// certificates required) and for dialling backends (Client: the server verified against a
+// pinned CA bundle, optionally by SPIFFE ID, and a client certificate presented when one is
+// configured) — with TLS 1.3 by default (1.2 by choice, nothing lower) and hot reload of
 // certificates without a restart: the files are polled, parsed whole and published
 // atomically; a file that cannot be loaded keeps the previous material and is logged.
 //

@@ -67,9 +67,15 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 32 // calls to one appliance run in parallel; the default keeps 2
+		if o.tlsConfig != nil {
+			t.TLSClientConfig = o.tlsConfig.Clone()
+		}
 		base = &http.Client{Transport: t}
 	}
 	client := *base
+	if cfg.Auth.configured() {
+		client.Transport = newAuthTransport(name, cfg.Auth, client.Transport)
+	}
 	if o.tracerProvider != nil {
 		client.Transport = newTracingTransport(name, client.Transport, o.tracerProvider, o.propagator)
 	}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,6 +41,8 @@ type Config struct {
 	// Budget (retryBudget) bounds the retries of all calls together to a fraction of the
 	// calls, so that an outage does not multiply the load (guard.go).
 	Budget backends.BudgetConfig
+	// Auth (auth) are the credentials files sent with every request (auth.go); https only.
+	Auth Auth
 }
 
 // Retry is the retry policy of a backend; see retry.go for what is retried.
@@ -71,6 +74,7 @@ func (c Config) withDefaults() (Config, error) {
 			errs = append(errs, fmt.Errorf("urls[%d]: %w", i, err))
 		}
 	}
+	errs = append(errs, c.Auth.validate(c.URLs)...)
 	if c.Retry.MaxAttempts == 0 {
 		c.Retry.MaxAttempts = DefaultMaxAttempts
 	}
@@ -164,6 +168,7 @@ type Option func(*options)
 
 type options struct {
 	client         *http.Client
+	tlsConfig      *tls.Config
 	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
 	propagator     propagation.TextMapPropagator // nil: otel's global
 	now            func() time.Time              // nil: time.Now; tests set a fake clock
@@ -181,4 +186,12 @@ func WithHTTPClient(c *http.Client) Option {
 			o.client = c
 		}
 	}
+}
+
+// WithTLSConfig makes the backend's own client (the one used without WithHTTPClient) dial
+// https:// URLs with cfg, such as a tlsconf.Client's configuration: a pinned CA bundle and
+// a client certificate. It has no effect together with WithHTTPClient, whose transport
+// carries its own TLS configuration.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(o *options) { o.tlsConfig = cfg }
 }

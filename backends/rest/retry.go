@@ -37,7 +37,7 @@ func retryableStatus(status int) bool {
 // retried: everything but TLS failures that only a change of configuration can fix.
 func retryableTransport(err error) bool {
 	switch transportKindOf(err) {
-	case kindCert, kindCertRefused, kindNotTLS:
+	case kindCert, kindCertRefused, kindNotTLS, kindCredentials:
 		return false
 	}
 	return true

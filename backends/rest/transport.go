@@ -27,6 +27,7 @@ const (
 	kindCert                             // the appliance's certificate was not accepted
 	kindCertRefused                      // the appliance refused the gateway's certificate
 	kindNotTLS                           // an https:// URL answered in plain HTTP
+	kindCredentials                      // a credentials file (auth) cannot be read
 )
 
 // transportKindOf sorts err, the error of an http.Client call that got no answer.
@@ -38,10 +39,13 @@ func transportKindOf(err error) transportKind {
 		invalidErr x509.CertificateInvalidError
 		recordErr  tls.RecordHeaderError
 		opErr      *net.OpError
+		credErr    *credentialsError
 		dnsErr     *net.DNSError
 		netErr     net.Error
 	)
 	switch {
+	case errors.As(err, &credErr):
+		return kindCredentials
 	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
 		return kindCert
 	case errors.As(err, &recordErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
@@ -107,6 +111,8 @@ func describeTransport(name, display string, err error, attemptTimeout time.Dura
 			display, why, name, name)
 	case kindNotTLS:
 		msg = fmt.Sprintf("%s did not answer in TLS (%s); use http:// in backends.%s.urls, or enable TLS on the appliance", display, why, name)
+	case kindCredentials:
+		msg = fmt.Sprintf("no request sent to %s: cannot read the credentials: %s", display, why)
 	default:
 		msg = fmt.Sprintf("cannot reach %s: %s", display, why)
 	}

@@ -83,14 +83,37 @@ type ListenerTLSConfig struct {
 }
 
 // minVersion returns the tls.VersionTLS* constant of MinVersion.
-func (t ListenerTLSConfig) minVersion() (uint16, error) {
-	switch t.MinVersion {
+func (t ListenerTLSConfig) minVersion() (uint16, error) { return parseMinVersion(t.MinVersion) }
+
+// parseMinVersion returns the tls.VersionTLS* constant of a minVersion key.
+func parseMinVersion(s string) (uint16, error) {
+	switch s {
 	case "", "1.3":
 		return tls.VersionTLS13, nil
 	case "1.2":
 		return tls.VersionTLS12, nil
 	}
-	return 0, fmt.Errorf("%q is not 1.3 or 1.2", t.MinVersion)
+	return 0, fmt.Errorf("%q is not 1.3 or 1.2", s)
+}
+
+// BackendTLSConfig are the PEM files a grpc or rest backend is dialled with, reloaded when
+// they change and on SIGHUP.
+type BackendTLSConfig struct {
+	CA         string `mapstructure:"ca"`         // the CA bundle the backend's certificate must chain to (pinned)
+	Cert       string `mapstructure:"cert"`       // the gateway's client certificate (with key; optional)
+	Key        string `mapstructure:"key"`        //
+	ServerName string `mapstructure:"serverName"` // the name the backend's certificate must carry; default: the host dialled
+	MinVersion string `mapstructure:"minVersion"` // "1.3" (default) or "1.2"
+	// ServerSPIFFEID, when set, is the URI SAN the backend's certificate must carry instead
+	// of a matching DNS name.
+	ServerSPIFFEID string `mapstructure:"serverSPIFFEID"`
+}
+
+// BackendAuthConfig are a rest backend's credentials files, read again when they change.
+type BackendAuthConfig struct {
+	BearerTokenFile string `mapstructure:"bearerTokenFile"`
+	UsernameFile    string `mapstructure:"usernameFile"`
+	PasswordFile    string `mapstructure:"passwordFile"`
 }
 
 // BackendConfig is one backend; which fields apply depends on Type.
@@ -107,8 +130,12 @@ type BackendConfig struct {
 	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
 	// RetryBudget (rest) bounds retries to a fraction of calls.
 	RetryBudget backends.BudgetConfig `mapstructure:"retryBudget"`
+	// Auth (rest) are the credentials files sent to the appliance; https:// URLs only.
+	Auth BackendAuthConfig `mapstructure:"auth"`
 	// grpc and rest
 	CircuitBreaker backends.BreakerConfig `mapstructure:"circuitBreaker"`
+	// TLS is required for dns:/// targets and verifies https:// URLs against a pinned CA.
+	TLS *BackendTLSConfig `mapstructure:"tls"`
 	// embedded
 	DataDir    string   `mapstructure:"dataDir"`
 	DriverName string   `mapstructure:"driverName"`
@@ -273,10 +300,18 @@ func (c *Config) validate() error {
 				return fmt.Errorf("%s.protocol: %q is not supported; use connect", key, b.Protocol)
 			}
 		case "embedded":
+			if b.TLS != nil {
+				return fmt.Errorf("%s.tls: only for grpc and rest backends", key)
+			}
 		case "":
 			return fmt.Errorf("%s.type: required: grpc, rest or embedded", key)
 		default:
 			return fmt.Errorf("%s.type: %q is not one of grpc, rest, embedded", key, b.Type)
+		}
+	}
+	for name, b := range c.Backends {
+		if err := validateBackendSecurity("backends."+name, b); err != nil {
+			return err
 		}
 	}
 	if len(c.Routes) == 0 {
@@ -346,6 +381,26 @@ func validateListenerSecurity(key string, ep proxy.Endpoint, l ListenerConfig) e
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("%s.clients[%d]: %w", key, j, err)
 		}
+	}
+	return nil
+}
+
+// validateBackendSecurity checks a backend's tls and auth keys.
+func validateBackendSecurity(key string, b BackendConfig) error {
+	if b.Auth != (BackendAuthConfig{}) && b.Type != "rest" {
+		return fmt.Errorf("%s.auth: only for rest backends", key)
+	}
+	if b.TLS == nil || b.Type == "embedded" {
+		return nil
+	}
+	if b.TLS.CA == "" {
+		return fmt.Errorf("%s.tls.ca: required (a PEM file: the CA bundle that signed the backend's certificate)", key)
+	}
+	if (b.TLS.Cert == "") != (b.TLS.Key == "") {
+		return fmt.Errorf("%s.tls.cert: cert and key go together (the gateway's client certificate and its key); give both or neither", key)
+	}
+	if _, err := parseMinVersion(b.TLS.MinVersion); err != nil {
+		return fmt.Errorf("%s.tls.minVersion: %w", key, err)
 	}
 	return nil
 }

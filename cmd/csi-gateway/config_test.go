@@ -128,6 +128,29 @@ listeners:
 	}
 }
 
+func TestConfigBackendTLSAndAuth(t *testing.T) {
+	c, err := loadFrom(t, `
+backends:
+  array1:
+    type: rest
+    urls: [https://array1.example:8443]
+    tls: {ca: /tls/ca.crt, cert: /tls/tls.crt, key: /tls/tls.key, serverName: array1.example, minVersion: "1.2"}
+    auth: {bearerTokenFile: /secrets/token}
+routes: [{methods: ["*"], backend: array1}]
+`, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.Backends["array1"]
+	want := BackendTLSConfig{CA: "/tls/ca.crt", Cert: "/tls/tls.crt", Key: "/tls/tls.key", ServerName: "array1.example", MinVersion: "1.2"}
+	if b.TLS == nil || *b.TLS != want {
+		t.Errorf("tls: %+v, want %+v", b.TLS, want)
+	}
+	if b.Auth != (BackendAuthConfig{BearerTokenFile: "/secrets/token"}) {
+		t.Errorf("auth: %+v", b.Auth)
+	}
+}
+
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
@@ -151,6 +174,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad backend type", "backends: {a: {type: nfs}}\nroutes: [{methods: ['*'], backend: a}]", nil, `"nfs"`},
 		{"grpc without target", "backends: {a: {type: grpc}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.target"},
 		{"rest without urls", "backends: {a: {type: rest}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.urls"},
+		{"backend tls without ca", "backends: {a: {type: grpc, target: 'dns:///h:1', tls: {cert: /c, key: /k}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.tls.ca: required"},
+		{"backend tls cert without key", "backends: {a: {type: rest, urls: ['https://h'], tls: {ca: /ca, cert: /c}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.tls.cert: cert and key go together"},
+		{"backend tls bad minVersion", "backends: {a: {type: rest, urls: ['https://h'], tls: {ca: /ca, minVersion: '1.0'}}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.tls.minVersion: "1.0"`},
+		{"auth on grpc", "backends: {a: {type: grpc, target: 'unix:///x.sock', auth: {bearerTokenFile: /t}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.auth: only for rest"},
 		{"no routes", "backends: {a: {type: grpc, target: unix:///x.sock}}", nil, "routes"},
 		{"bad log level", "logging: {level: loud}", nil, "logging.level"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},

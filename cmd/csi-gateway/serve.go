@@ -63,10 +63,19 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 	defer stopTracing()
-	bes, err := openBackends(cfg, log, tp, prop)
+	bes, backendClients, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
+	defer func() {
+		for _, c := range backendClients {
+			c.Close()
+		}
+	}()
 	if err != nil {
 		return err
+	}
+	reloadables := make([]tlsReloader, 0, len(backendClients)+len(cfg.Listeners))
+	for _, c := range backendClients {
+		reloadables = append(reloadables, c)
 	}
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
 	metrics.WatchBackends(bes)
@@ -130,7 +139,10 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
 
-	serveErr := waitForStop(ctx, errc, log, cfg.Shutdown.Grace, tlsServers)
+	for _, ts := range tlsServers {
+		reloadables = append(reloadables, ts)
+	}
+	serveErr := waitForStop(ctx, errc, log, cfg.Shutdown.Grace, reloadables)
 	readiness.SetListening(false) // out of service before the listeners stop answering
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace)
 	defer cancel()
@@ -182,21 +194,51 @@ func listen(lc ListenerConfig) (net.Listener, error) {
 	return proxy.Listen(ep, mode)
 }
 
-// openBackends builds every configured backend. On error it returns those already open, for
-// the caller to close.
-func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, error) {
+// openBackends builds every configured backend, and the TLS configurations they dial with
+// (for SIGHUP to reload). On error it returns those already open, for the caller to close.
+func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, []*tlsconf.Client, error) {
 	bes := map[string]backends.Backend{}
+	var clients []*tlsconf.Client
 	for name, b := range cfg.Backends {
-		be, err := openBackend(name, b, log.With("backend", name), tp, prop)
+		tc, err := backendTLS(name, b, log)
 		if err != nil {
-			return bes, err
+			return bes, clients, err
+		}
+		if tc != nil {
+			clients = append(clients, tc)
+		}
+		be, err := openBackend(name, b, tc, log.With("backend", name), tp, prop)
+		if err != nil {
+			return bes, clients, err
 		}
 		bes[name] = be
 	}
-	return bes, nil
+	return bes, clients, nil
 }
 
-func openBackend(name string, b BackendConfig, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
+// backendTLS loads backend name's TLS files, or returns nil when it has none.
+func backendTLS(name string, b BackendConfig, log *slog.Logger) (*tlsconf.Client, error) {
+	if b.TLS == nil || b.Type == "embedded" {
+		return nil, nil
+	}
+	key := "backends." + name + ".tls"
+	minVersion, err := parseMinVersion(b.TLS.MinVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%s.minVersion: %w", key, err)
+	}
+	opts := []tlsconf.Option{tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log)}
+	if b.TLS.ServerSPIFFEID != "" {
+		opts = append(opts, tlsconf.WithServerSPIFFEID(b.TLS.ServerSPIFFEID))
+	}
+	c, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: b.TLS.CA, Cert: b.TLS.Cert, Key: b.TLS.Key, ServerName: b.TLS.ServerName}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return c, nil
+}
+
+// openBackend builds one backend; tc (nil: none) is the TLS configuration it dials with.
+func openBackend(name string, b BackendConfig, tc *tlsconf.Client, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, embedded.Config{
@@ -208,14 +250,22 @@ func openBackend(name string, b BackendConfig, log *slog.Logger, tp trace.Tracer
 		}
 		return be, nil
 	case "grpc":
-		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets},
-			grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
-			grpcbackend.WithCircuitBreaker(b.CircuitBreaker))
+		opts := []grpcbackend.Option{grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
+			grpcbackend.WithCircuitBreaker(b.CircuitBreaker)}
+		if tc != nil {
+			opts = append(opts, grpcbackend.WithTransportCredentials(credentials.NewTLS(tc.Config())))
+		}
+		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets}, opts...)
 	case "rest":
+		opts := []rest.Option{rest.WithTracerProvider(tp), rest.WithPropagator(prop)}
+		if tc != nil {
+			opts = append(opts, rest.WithTLSConfig(tc.Config()))
+		}
 		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
 			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
 				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
-			}}, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
+			}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
+		}, opts...)
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }
@@ -236,10 +286,19 @@ func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
 	return newLogger(w, level, c.Format), nil
 }
 
+// tlsReloader is a TLS configuration SIGHUP reloads: a listener's tlsconf.Server or a
+// backend's tlsconf.Client.
+type tlsReloader interface {
+	Reload() error
+	Name() string
+	NotAfter() time.Time
+}
+
 // waitForStop waits until ctx ends (SIGTERM, SIGINT) or a listener fails, and returns the
-// listener's error. SIGHUP, the signal operators send to reload, reloads every TLS listener's
-// files; a reload that fails is logged and keeps the old material, and never stops the gateway.
-func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace time.Duration, tlsServers []*tlsconf.Server) error {
+// listener's error. SIGHUP, the signal operators send to reload, reloads the TLS files of
+// every listener and backend; a reload that fails is logged and keeps the old material, and
+// never stops the gateway.
+func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace time.Duration, tlsConfigs []tlsReloader) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -252,15 +311,15 @@ func waitForStop(ctx context.Context, errc <-chan error, log *slog.Logger, grace
 			log.Error("a listener failed; stopping", "error", err)
 			return err
 		case <-hup:
-			if len(tlsServers) == 0 {
+			if len(tlsConfigs) == 0 {
 				log.Info("SIGHUP: nothing to reload")
 			}
-			for _, ts := range tlsServers {
-				if err := ts.Reload(); err != nil {
-					log.Error("SIGHUP: TLS reload failed; the previous certificate keeps serving", "listener", ts.Name(), "error", err)
+			for _, tc := range tlsConfigs {
+				if err := tc.Reload(); err != nil {
+					log.Error("SIGHUP: TLS reload failed; the previous certificate keeps serving", "tls", tc.Name(), "error", err)
 					continue
 				}
-				log.Info("SIGHUP: TLS files reloaded", "listener", ts.Name(), "not_after", ts.NotAfter())
+				log.Info("SIGHUP: TLS files reloaded", "tls", tc.Name(), "not_after", tc.NotAfter())
 			}
 		}
 	}
