@@ -34,6 +34,8 @@ type Call struct {
 	decodeErr  error
 
 	scrubber *Scrubber
+	ids      map[string]string
+	idsDone  bool
 }
 
 // Known reports whether the gateway knows the method's messages (CSI and csi-addons).
@@ -49,9 +51,10 @@ func (c *Call) MethodName() string {
 
 // DecodedRequest returns the request as a typed message, decoding it on first use only:
 // calls that no middleware inspects are never decoded. It returns nil, nil for methods the
-// gateway does not know and for client-streaming calls. The message must not be modified.
+// gateway does not know and for client-streaming calls; an empty request (no bytes on the
+// wire) decodes to the empty message. The message must not be modified.
 func (c *Call) DecodedRequest() (proto.Message, error) {
-	if c.info == nil || c.Request == nil {
+	if c.info == nil || c.info.desc.IsStreamingClient() {
 		return nil, nil
 	}
 	c.decodeOnce.Do(func() {
@@ -89,4 +92,16 @@ func (c *Call) secrets(r *Redactor) *Scrubber {
 		c.scrubber = NewScrubber(values)
 	}
 	return c.scrubber
+}
+
+// IDs returns the identifying fields the request sets (see requestIDs), computed once for the
+// log, the call record and the span; nil when there are none.
+func (c *Call) IDs() map[string]string {
+	if !c.idsDone {
+		c.idsDone = true
+		if req, _ := c.DecodedRequest(); req != nil {
+			c.ids = requestIDs(req)
+		}
+	}
+	return c.ids
 }

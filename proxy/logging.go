@@ -38,8 +38,7 @@ func logCalls(log *slog.Logger, r *Redactor) Middleware {
 			if id, ok := auth.FromContext(ctx); ok {
 				attrs = append(attrs, slog.String("caller", id.String()))
 			}
-			req, _ := call.DecodedRequest()
-			attrs = append(attrs, idAttrs(req)...)
+			attrs = append(attrs, idAttrs(call.IDs())...)
 			if id := traceID(ctx); id != "" {
 				attrs = append(attrs, slog.String("trace_id", id))
 			}
@@ -51,6 +50,7 @@ func logCalls(log *slog.Logger, r *Redactor) Middleware {
 				attrs = append(attrs, slog.String("error", st.Message()))
 			}
 			if log.Enabled(ctx, slog.LevelDebug) {
+				req, _ := call.DecodedRequest()
 				attrs = append(attrs, payloadAttrs(call, req, r)...)
 			}
 			log.LogAttrs(ctx, level, "call", attrs...)
@@ -59,12 +59,8 @@ func logCalls(log *slog.Logger, r *Redactor) Middleware {
 	}
 }
 
-// idAttrs returns the identifying fields a request sets, in a stable order.
-func idAttrs(req proto.Message) []slog.Attr {
-	if req == nil {
-		return nil
-	}
-	ids := requestIDs(req)
+// idAttrs returns a call's identifying fields in a stable order.
+func idAttrs(ids map[string]string) []slog.Attr {
 	var out []slog.Attr
 	for _, name := range recordedIDFields {
 		if v, ok := ids[string(name)]; ok {

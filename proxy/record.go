@@ -61,9 +61,7 @@ func newCallRecord(ctx context.Context, call *Call, err error) CallRecord {
 	if id, ok := auth.FromContext(ctx); ok {
 		rec.Caller = id.String()
 	}
-	if req, _ := call.DecodedRequest(); req != nil {
-		rec.IDs = requestIDs(req)
-	}
+	rec.IDs = call.IDs()
 	return rec
 }
 

@@ -90,7 +90,7 @@ type operation struct {
 // serialized: a method not in serialKeys, a stream, a request that does not decode (the
 // backend will say what is wrong with it) or one that leaves the key field empty.
 func operationOf(call *Call) (operation, bool) {
-	if call.info == nil || call.Stream != nil || call.Request == nil {
+	if call.info == nil || call.Stream != nil {
 		return operation{}, false
 	}
 	k, ok := serialKeys[call.Method]

@@ -50,8 +50,7 @@ func annotateSpan(r *Redactor) Middleware {
 			}
 			st := status.Convert(err)
 			attrs := make([]attribute.KeyValue, 0, 8)
-			if req, _ := call.DecodedRequest(); req != nil {
-				ids := requestIDs(req)
+			if ids := call.IDs(); ids != nil {
 				scrub := call.secrets(r)
 				for _, name := range recordedIDFields {
 					if v, ok := ids[string(name)]; ok {

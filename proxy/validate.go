@@ -85,9 +85,6 @@ func (v *validator) middleware(next Handler) Handler {
 		}
 		backend := v.routes.match(call.Method)
 		req, err := call.DecodedRequest()
-		if req == nil && err == nil {
-			req = call.info.input.New().Interface() // an empty request arrives as no bytes at all
-		}
 		if err != nil {
 			if err := v.refuse(ctx, call, backend, "request", []violation{{codes.InvalidArgument, err.Error()}}); err != nil {
 				return err
