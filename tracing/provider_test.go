@@ -1,7 +1,6 @@
 package tracing
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,8 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // cleanEnv clears the OTEL_* variables NewProvider and the SDK read, so the machine's
@@ -55,24 +56,6 @@ func mustProvider(t *testing.T, cfg Config, opts ...Option) (trace.TracerProvide
 		t.Fatalf("NewProvider(%+v) = %v", cfg, err)
 	}
 	return tp, shutdown
-}
-
-// syncBuffer is a buffer the exporter's goroutine writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // stdoutSpan is the part of the stdout exporter's JSON that the tests read.
@@ -111,7 +94,7 @@ func readStdoutSpans(t *testing.T, out string) []stdoutSpan {
 
 func TestStdoutExporterWritesSpansAtShutdown(t *testing.T) {
 	cleanEnv(t)
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	tp, shutdown := mustProvider(t, Config{Exporter: ExporterStdout, SampleRatio: 1, ServiceVersion: "v9.8.7"}, WithWriter(&buf))
 	if _, ok := tp.(*sdktrace.TracerProvider); !ok {
 		t.Fatalf("provider is %T, want the SDK's", tp)
@@ -478,7 +461,7 @@ func TestPropagatorFields(t *testing.T) {
 }
 
 func TestErrorHandlerLogs(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	h := ErrorHandler(slog.New(slog.NewJSONHandler(&buf, nil)))
 	h.Handle(errors.New("traces export: connection refused"))
 	if !strings.Contains(buf.String(), `"msg":"tracing","error":"traces export: connection refused"`) {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +18,16 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // applianceLog is the appliance's log, written by its goroutines while the test reads it.
-type applianceLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *applianceLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type applianceLog struct{ testutil.SyncBuffer }
 
 // calls returns the "call" lines of the log.
 func (l *applianceLog) calls() []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "call" {
 			out = append(out, rec)
