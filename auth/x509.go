@@ -41,11 +41,14 @@ func TLSIdentity(info credentials.TLSInfo) (Identity, bool) {
 	return X509Identity(chains[0][0]), true
 }
 
-// ClientRule admits one client identity; exactly one of its fields is set.
+// ClientRule admits one client identity; exactly one of URI, DNS and CN is set.
 type ClientRule struct {
 	URI string `mapstructure:"uri"` // a SPIFFE ID, compared exactly
 	DNS string `mapstructure:"dns"` // one of the certificate's DNS SANs, case-insensitive
 	CN  string `mapstructure:"cn"`  // the subject common name, compared exactly
+	// Tenant, on a central gateway shared by several clusters, is the tenant the client's
+	// calls act for (see proxy/tenancy); empty: the client is not confined to a tenant.
+	Tenant string `mapstructure:"tenant"`
 }
 
 // Validate returns an error when the rule sets none or more than one of uri, dns and cn, or
@@ -102,10 +105,18 @@ func (a ClientAllowList) Authorize(id Identity) error {
 	if id.Kind != "x509" {
 		return fmt.Errorf("%w: no verified client certificate, and %s only admits listed clients", ErrUnauthenticated, a.Key)
 	}
-	for _, r := range a.Rules {
-		if r.matches(id) {
-			return nil
-		}
+	if _, ok := a.Match(id); ok {
+		return nil
 	}
 	return fmt.Errorf("client identity %s is not in %s", id, a.Key)
+}
+
+// Match returns the first rule that admits id.
+func (a ClientAllowList) Match(id Identity) (ClientRule, bool) {
+	for _, r := range a.Rules {
+		if r.matches(id) {
+			return r, true
+		}
+	}
+	return ClientRule{}, false
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
 // Options configure a Server. Backends are built by the caller and owned by it.
@@ -42,6 +43,9 @@ type Options struct {
 	// nil: the built-in limits (30 s default, 2 min for calls that change storage or mount,
 	// 10 min cap).
 	Timeouts *Timeouts
+	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
+	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
+	Tenancy *tenancy.Ledger
 }
 
 // ListenerPolicy is what one listener admits.
@@ -55,8 +59,12 @@ type ListenerPolicy struct {
 	// every caller the socket's mode lets in.
 	AllowUIDs, AllowGIDs []uint32
 	// Clients admits callers of a listener with Creds by their verified certificate; empty
-	// admits every caller the credentials let in.
+	// admits every caller the credentials let in. A rule's Tenant confines its callers.
 	Clients auth.ClientAllowList
+	// Methods are the methods callers of this listener may call; empty: all.
+	Methods auth.MethodAllowList
+	// Tenant confines every caller of this listener whose client rule names none.
+	Tenant string
 }
 
 // authorizer returns what decides who may call through the listener.
@@ -102,14 +110,13 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe → annotate span → in-flight → authorize → deadline → validate →
-//	serialize → canonicalize → dispatch (route → backend)
+//	recover → log → observe → annotate span → in-flight → authorize → confine → deadline →
+//	validate → scope tenants → serialize → canonicalize → dispatch (route → backend)
 //
 // The log, the observers (metrics, tap) and the span sit outside authorize so refused calls
 // are seen too, and outside canonicalize so they record the code the caller actually gets.
 // The server span itself comes from the OpenTelemetry stats handler in Options.ServerOptions.
-// Validation and serialization answer with final statuses of their own; tenancy will slot in
-// after authorize.
+// Validation, tenancy and serialization answer with final statuses of their own.
 func (s *Server) handler(p ListenerPolicy) Handler {
 	return chain(dispatch(s.routes, s.opts.Backends),
 		recoverPanics(s.opts.Log),
@@ -118,8 +125,10 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		annotateSpan(s.redactor),
 		s.opts.Metrics.InFlight(),
 		authorize(p.authorizer()),
+		confine(p),
 		limitDeadlines(s.opts.Timeouts),
 		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
+		scopeTenants(s.opts.Tenancy, s.methods),
 		s.serialize(),
 		canonicalize(s.redactor),
 	)

@@ -32,6 +32,7 @@ type Config struct {
 	Admin     AdminConfig              `mapstructure:"admin"`
 	Tracing   TracingConfig            `mapstructure:"tracing"`
 	Timeouts  proxy.TimeoutConfig      `mapstructure:"timeouts"`
+	Tenancy   TenancyConfig            `mapstructure:"tenancy"`
 	// Validation is enforce, warn or off (docs/validation.md).
 	Validation string `mapstructure:"validation"`
 }
@@ -72,6 +73,10 @@ type ListenerConfig struct {
 	TLS      *ListenerTLSConfig `mapstructure:"tls"`
 	Clients  []auth.ClientRule  `mapstructure:"clients"`
 	Insecure bool               `mapstructure:"insecure"` // plaintext TCP: anyone who reaches it may call
+	// Methods are the full-method globs its callers may call ("/csi.v1.Controller/*"); empty: all.
+	Methods []string `mapstructure:"methods"`
+	// Tenant confines every caller whose client rule names no tenant (see TenancyConfig).
+	Tenant string `mapstructure:"tenant"`
 }
 
 // ListenerTLSConfig are a TCP listener's PEM files, reloaded when they change and on SIGHUP.
@@ -319,6 +324,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := proxy.ParseValidationMode(c.Validation); err != nil {
 		return fmt.Errorf("validation: %w", err)
+	}
+	if err := c.validateTenancy(); err != nil {
+		return err
 	}
 	if _, err := proxy.NewTimeouts(c.Timeouts); err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/proxy"
+	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 	"github.com/csi-gateway/csi-gateway/tlsconf"
 )
 
@@ -89,10 +90,18 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("validation: %w", err)
 	}
+	var ledger *tenancy.Ledger
+	if cfg.Tenancy.Ledger != "" {
+		if ledger, err = tenancy.Open(cfg.Tenancy.Ledger, cfg.Tenancy.quotas()); err != nil {
+			return fmt.Errorf("tenancy.ledger: %w", err)
+		}
+		defer ledger.Close()
+		log.Info("tenancy on", "ledger", cfg.Tenancy.Ledger, "tenants", len(cfg.Tenancy.Tenants))
+	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation,
+		Validation: validation, Tenancy: ledger,
 		// Always, even with tracing off: it carries callers' trace context through.
 		ServerOptions: []grpc.ServerOption{proxy.TracingServerOption(tp, prop)},
 	})
@@ -157,7 +166,8 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 // (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener
 // is logged as a warning, at every start.
 func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) (proxy.ListenerPolicy, *tlsconf.Server, error) {
-	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs}
+	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs, Tenant: lc.Tenant,
+		Methods: auth.MethodAllowList{Key: key + ".methods", Patterns: lc.Methods}}
 	ep, err := proxy.ParseEndpoint(lc.Endpoint)
 	if err != nil || ep.Scheme == "unix" {
 		return p, nil, err

@@ -1,0 +1,38 @@
+package proxy
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csi-gateway/csi-gateway/auth"
+)
+
+// confine applies what a listener restricts an admitted caller to: the methods it may call
+// (PERMISSION_DENIED for the others) and the tenant its calls act for, which it puts in the
+// context for the tenancy stage. It runs right after authorize.
+func confine(p ListenerPolicy) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, call *Call) error {
+			if err := p.Methods.Allow(call.Method); err != nil {
+				return status.Errorf(codes.PermissionDenied, "csi-gateway: %v", err)
+			}
+			if tenant := p.tenantOf(ctx); tenant != "" {
+				ctx = auth.WithTenant(ctx, tenant)
+			}
+			return next(ctx, call)
+		}
+	}
+}
+
+// tenantOf returns the tenant an admitted caller acts for: its client rule's tenant, else
+// the listener's.
+func (p ListenerPolicy) tenantOf(ctx context.Context) string {
+	if id, ok := auth.FromContext(ctx); ok {
+		if r, ok := p.Clients.Match(id); ok && r.Tenant != "" {
+			return r.Tenant
+		}
+	}
+	return p.Tenant
+}

@@ -1,0 +1,67 @@
+package tenancy
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// list serves a List call (ListVolumes, ListSnapshots, ControllerListVolumeHealth,
+// ListVolumeGroups) with the tenant's entries only.
+//
+// It asks the backend for as many entries as the tenant still wants and keeps the tenant's
+// own; when other tenants' entries took some of the room it asks again from the backend's
+// next_token. A page therefore always ends where one of the backend's pages ends, and the
+// next_token the tenant gets is the backend's own: it stays valid exactly as long as the
+// backend says, and no position has to be kept in the gateway.
+func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, error) {
+	fields := req.ProtoReflect().Descriptor().Fields()
+	maxEntries, startingToken := fields.ByName("max_entries"), fields.ByName("starting_token")
+	want := int(req.ProtoReflect().Get(maxEntries).Int())
+	token := req.ProtoReflect().Get(startingToken).String()
+	var kept []protoreflect.Value
+	for {
+		page := proto.Clone(req).ProtoReflect()
+		if want > 0 {
+			page.Set(maxEntries, protoreflect.ValueOfInt32(int32(want-len(kept))))
+		}
+		page.Set(startingToken, protoreflect.ValueOfString(token))
+		resp, err := c.invoke(ctx, c.method, page.Interface())
+		if err != nil {
+			return nil, err
+		}
+		m := resp.ProtoReflect()
+		entriesField := m.Descriptor().Fields().ByName("entries")
+		nextToken := m.Descriptor().Fields().ByName("next_token")
+		entries := m.Get(entriesField).List()
+		for i := range entries.Len() {
+			id, ok := ownRef(entries.Get(i).Message(), c.b.lists)
+			if !ok {
+				continue
+			}
+			owned, err := c.owns(c.b.lists, id)
+			if err != nil {
+				return nil, err
+			}
+			if owned {
+				kept = append(kept, entries.Get(i))
+			}
+		}
+		next := m.Get(nextToken).String()
+		if next == "" || (want > 0 && len(kept) >= want) || (want == 0 && len(kept) > 0) {
+			m.Clear(entriesField)
+			out := m.Mutable(entriesField).List()
+			for _, e := range kept {
+				out.Append(e)
+			}
+			return resp, c.scopeResponse(resp)
+		}
+		if next == token {
+			return nil, status.Errorf(codes.Internal, "csi-gateway: the backend answered %s with the next_token it was given (%q): the listing would never end", c.method, next)
+		}
+		token = next
+	}
+}

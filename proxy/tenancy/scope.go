@@ -1,0 +1,63 @@
+package tenancy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Separator joins a tenant's name to the names and IDs it scopes. Tenant names cannot
+// contain it, which makes the encoding unambiguous.
+const Separator = "."
+
+// MaxLength is CSI's limit on names and IDs, in bytes.
+const MaxLength = 128
+
+// tenantName is what a tenant may be called: short, lower case, DNS-label-like, no
+// Separator.
+var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+// ValidTenantName returns an error saying why name cannot name a tenant.
+func ValidTenantName(name string) error {
+	if !tenantName.MatchString(name) {
+		return fmt.Errorf("tenant name %q: use 1 to 32 lower-case letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// prefix is what the tenant's names and IDs start with.
+func prefix(tenant string) string { return tenant + Separator }
+
+// ScopeName returns the backend's name for an object the tenant names name, or
+// INVALID_ARGUMENT when the scoped name would exceed MaxLength.
+func ScopeName(tenant, name string) (string, error) {
+	scoped := prefix(tenant) + name
+	if len(scoped) > MaxLength {
+		return "", status.Errorf(codes.InvalidArgument,
+			"csi-gateway: name is %d bytes; this gateway stores it as %q + name, which would be %d bytes, over CSI's limit of %d: names of tenant %s may be at most %d bytes",
+			len(name), prefix(tenant), len(scoped), MaxLength, tenant, MaxLength-len(prefix(tenant)))
+	}
+	return scoped, nil
+}
+
+// ScopeID returns the ID the tenant sees for a backend ID, or INTERNAL when the backend's ID
+// leaves no room for the tenant's prefix.
+func ScopeID(tenant, backendID string) (string, error) {
+	scoped := prefix(tenant) + backendID
+	if len(scoped) > MaxLength {
+		return "", status.Errorf(codes.Internal,
+			"csi-gateway: the backend's ID is %d bytes; with the prefix of tenant %s it would be %d bytes, over CSI's limit of %d: the backend's IDs must stay within %d bytes, or the tenant's name be shorter",
+			len(backendID), tenant, len(scoped), MaxLength, MaxLength-len(prefix(tenant)))
+	}
+	return scoped, nil
+}
+
+// UnscopeID returns the backend ID behind an ID the tenant sent, and false when the ID is
+// not one of the tenant's (it lacks the tenant's prefix).
+func UnscopeID(tenant, id string) (string, bool) {
+	backendID, ok := strings.CutPrefix(id, prefix(tenant))
+	return backendID, ok && backendID != ""
+}
