@@ -26,19 +26,43 @@ func SanityVariants(t *testing.T, variants []string, body func(t *testing.T, var
 		return
 	}
 	for _, v := range variants {
-		t.Run(v, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name()[:strings.Index(t.Name(), "/")])+"$", "-test.v", "-test.timeout=10m")
-			cmd.Env = append(os.Environ(), sanityVariantEnv+"="+v)
-			out, err := cmd.CombinedOutput()
-			summary := SanitySummary(out)
-			t.Logf("csi-sanity %s: %s", v, summary)
-			if err != nil {
-				t.Errorf("csi-sanity %s failed: %v\n%s", v, err, tail(out, 200))
-			}
-			if os.Getenv("CSIGW_SANITY_LOG") != "" {
-				os.WriteFile(os.Getenv("CSIGW_SANITY_LOG")+"."+strings.ReplaceAll(t.Name(), "/", "_")+".log", out, 0o644)
-			}
-		})
+		t.Run(v, func(t *testing.T) { runSanityChild(t, v) })
+	}
+}
+
+// SanityConcurrently is SanityVariants with the variants' suites running at the same time,
+// against what setup starts once, in the parent process only (setup may pass what the
+// children need through t.Setenv). It reports each variant as a sub-test.
+func SanityConcurrently(t *testing.T, variants []string, setup func(t *testing.T), body func(t *testing.T, variant string)) {
+	if v := os.Getenv(sanityVariantEnv); v != "" {
+		body(t, v)
+		return
+	}
+	setup(t)
+	t.Run("concurrently", func(t *testing.T) {
+		for _, v := range variants {
+			t.Run(v, func(t *testing.T) {
+				t.Parallel()
+				runSanityChild(t, v)
+			})
+		}
+	})
+}
+
+// runSanityChild runs the parent test again in a child process, as variant v, and reports
+// its suite's outcome in t.
+func runSanityChild(t *testing.T, v string) {
+	top := t.Name()[:strings.Index(t.Name(), "/")]
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.v", "-test.timeout=10m")
+	cmd.Env = append(os.Environ(), sanityVariantEnv+"="+v)
+	out, err := cmd.CombinedOutput()
+	summary := SanitySummary(out)
+	t.Logf("csi-sanity %s: %s", v, summary)
+	if err != nil {
+		t.Errorf("csi-sanity %s failed: %v\n%s", v, err, tail(out, 200))
+	}
+	if os.Getenv("CSIGW_SANITY_LOG") != "" {
+		os.WriteFile(os.Getenv("CSIGW_SANITY_LOG")+"."+strings.ReplaceAll(t.Name(), "/", "_")+".log", out, 0o644)
 	}
 }
 

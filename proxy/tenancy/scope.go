@@ -1,9 +1,12 @@
 package tenancy
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,17 +34,34 @@ func ValidTenantName(name string) error {
 // prefix is what the tenant's names and IDs start with.
 func prefix(tenant string) string { return tenant + Separator }
 
-// ScopeName returns the backend's name for an object the tenant names name, or
-// INVALID_ARGUMENT when the scoped name would exceed MaxLength.
+// ScopeName returns the backend's name for an object the tenant names name: "TENANT.NAME"
+// when that fits CSI's MaxLength. A longer name (CSI allows the tenant all 128 bytes) keeps as
+// much of its beginning as fits and ends in "-" and a hash of the whole name, so it is still
+// stable, still readable, and still distinct from every other name (names are never read
+// back from the backend, so they need not be reversible; the ledger keeps the pairing). A name
+// over MaxLength itself is INVALID_ARGUMENT.
 func ScopeName(tenant, name string) (string, error) {
-	scoped := prefix(tenant) + name
-	if len(scoped) > MaxLength {
-		return "", status.Errorf(codes.InvalidArgument,
-			"csi-gateway: name is %d bytes; this gateway stores it as %q + name, which would be %d bytes, over CSI's limit of %d: names of tenant %s may be at most %d bytes",
-			len(name), prefix(tenant), len(scoped), MaxLength, tenant, MaxLength-len(prefix(tenant)))
+	if len(name) > MaxLength {
+		return "", status.Errorf(codes.InvalidArgument, "csi-gateway: name is %d bytes, over CSI's limit of %d", len(name), MaxLength)
 	}
-	return scoped, nil
+	scoped := prefix(tenant) + name
+	if len(scoped) <= MaxLength {
+		return scoped, nil
+	}
+	sum := sha256.Sum256([]byte(name))
+	hash := "-" + nameHash.EncodeToString(sum[:])[:nameHashLen]
+	keep := MaxLength - len(prefix(tenant)) - len(hash)
+	for keep > 0 && !utf8.RuneStart(name[keep]) {
+		keep-- // never cut a character in two: names must stay valid UTF-8
+	}
+	return prefix(tenant) + name[:keep] + hash, nil
 }
+
+// nameHash spells the hash of a long name in lower-case letters and digits, which every
+// backend accepts in names; nameHashLen characters carry 130 bits.
+var nameHash = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+const nameHashLen = 26
 
 // ScopeID returns the ID the tenant sees for a backend ID, or INTERNAL when the backend's ID
 // leaves no room for the tenant's prefix.

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
+)
+
+// sharedController is the shared-controller deployment, from real binaries:
+//
+//	cluster gateway per tenant (Unix socket) → grpc over mTLS (its own SPIFFE ID) →
+//	central gateway (one tcp:// listener; each client rule names the tenant) → appliance
+//
+// The central gateway keeps its tenancy ledger in dir.
+type sharedController struct {
+	dir       string
+	appliance string            // the appliance's endpoint (unscoped: the ground truth)
+	clusters  map[string]string // tenant → its cluster gateway's endpoint
+	central   *testutil.Process
+	// centralConfig restarts the central gateway on the same files.
+	centralConfig string
+}
+
+// tenantSPIFFEID is the identity of a tenant's cluster gateway.
+func tenantSPIFFEID(tenant string) string { return "spiffe://example.org/cluster/" + tenant }
+
+// startSharedController starts the appliance, the central gateway with the given tenancy
+// section (YAML lines under "tenancy:", after the ledger) and extra listener keys, and one
+// cluster gateway per tenant.
+func startSharedController(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML string) *sharedController {
+	t.Helper()
+	ca := testutil.NewCA(t, "shared-controller CA")
+	centralDir := filepath.Join(dir, "central")
+	mkdir(t, centralDir)
+	cert, key, clientCA := testutil.ServerPEMFiles(t, centralDir, ca, ca.NewServerLeaf(t))
+
+	sc := &sharedController{dir: dir, appliance: "unix://" + filepath.Join(dir, "appliance.sock"), clusters: map[string]string{}}
+	testutil.Start(t, "appliance", "--data", filepath.Join(dir, "data"), "--endpoint", sc.appliance, "--max-volumes-per-node", "0")
+	testutil.Dial(t, sc.appliance)
+
+	addr := freePort(t)
+	var clients strings.Builder
+	for _, tenant := range tenants {
+		fmt.Fprintf(&clients, "      - {uri: %q, tenant: %s}\n", tenantSPIFFEID(tenant), tenant)
+	}
+	sc.centralConfig = writeFile(t, filepath.Join(dir, "central.yaml"), fmt.Sprintf(`listeners:
+  - endpoint: tcp://%s
+    tls: {cert: %s, key: %s, clientCA: %s}
+    clients:
+%s%s
+backends: {appliance: {type: grpc, target: %q}}
+routes: [{methods: ["*"], backend: appliance}]
+tenancy:
+  ledger: %s
+  tenants:
+%s
+`, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, filepath.Join(dir, "tenancy.db"), tenantsYAML))
+	sc.startCentral(t)
+
+	for _, tenant := range tenants {
+		cdir := filepath.Join(dir, tenant)
+		mkdir(t, cdir)
+		leaf := ca.NewLeaf(t, testutil.Leaf{URIs: []string{tenantSPIFFEID(tenant)}})
+		crt, k, caFile := filepath.Join(cdir, "tls.crt"), filepath.Join(cdir, "tls.key"), filepath.Join(cdir, "ca.crt")
+		testutil.WritePEM(t, crt, leaf.CertPEM)
+		testutil.WritePEM(t, k, leaf.KeyPEM)
+		testutil.WritePEM(t, caFile, ca.PEM)
+		endpoint := "unix://" + filepath.Join(dir, tenant+".sock")
+		testutil.Start(t, "serve", "--config", writeFile(t, filepath.Join(cdir, "gateway.yaml"), fmt.Sprintf(`listeners:
+  - endpoint: %s
+backends:
+  central:
+    type: grpc
+    target: dns:///%s
+    tls: {ca: %s, cert: %s, key: %s, serverName: localhost}
+routes: [{methods: ["*"], backend: central}]
+`, endpoint, addr, caFile, crt, k)))
+		testutil.Dial(t, endpoint)
+		sc.clusters[tenant] = endpoint
+	}
+	return sc
+}
+
+// startCentral starts (or restarts) the central gateway and waits until it serves.
+func (sc *sharedController) startCentral(t *testing.T) {
+	t.Helper()
+	sc.central = testutil.Start(t, "serve", "--config", sc.centralConfig)
+	waitOutput(t, sc.central, "gateway ready", 30*time.Second)
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
