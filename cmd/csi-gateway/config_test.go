@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
 // loadFrom loads a configuration from a YAML text (none when empty), flags and environment.
@@ -182,6 +184,13 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad log level", "logging: {level: loud}", nil, "logging.level"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "/no/scheme.sock"}, "listeners[0].endpoint"},
+		{"tenant not declared", "listeners: [{endpoint: unix:///tmp/a.sock, tenant: blue}]\ntenancy: {ledger: /t.db, tenants: [{name: green}]}", nil, `listeners[0].tenant: tenant "blue" is not in tenancy.tenants`},
+		{"bad tenant name", "tenancy: {ledger: /t.db, tenants: [{name: Blue.Team}]}", nil, "tenancy.tenants[0].name: tenant name \"Blue.Team\""},
+		{"tenant listed twice", "tenancy: {ledger: /t.db, tenants: [{name: blue}, {name: blue}]}", nil, "tenancy.tenants[1].name: tenant blue is listed twice"},
+		{"negative quota", "tenancy: {ledger: /t.db, tenants: [{name: blue, maxVolumes: -1}]}", nil, "tenancy.tenants[0]: maxVolumes and maxBytes must not be negative"},
+		{"tenants without ledger", "tenancy: {tenants: [{name: blue}]}", nil, "tenancy.ledger: required with tenants"},
+		{"client without tenant among tenants", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c, key: /k, clientCA: /ca}, clients: [{cn: a, tenant: blue}, {cn: b}]}]\ntenancy: {ledger: /t.db, tenants: [{name: blue}]}", nil, "listeners[0].clients[1].tenant: required: other clients of listeners[0] have tenants"},
+		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadFrom(t, tc.yaml, nil, tc.env)
@@ -189,5 +198,33 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestConfigTenancy(t *testing.T) {
+	c, err := loadFrom(t, `listeners:
+  - endpoint: tcp://127.0.0.1:9000
+    tls: {cert: /c, key: /k, clientCA: /ca}
+    clients: [{uri: "spiffe://example.org/cluster/a", tenant: cluster-a}, {cn: b, tenant: cluster-b}]
+    methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]
+  - endpoint: unix:///tmp/ops.sock
+    tenant: cluster-b
+tenancy:
+  ledger: /var/lib/csi-gateway/tenancy.db
+  tenants:
+    - {name: cluster-a, maxVolumes: 100, maxBytes: 1099511627776}
+    - name: cluster-b
+`, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Tenancy.quotas(); len(got) != 2 || got["cluster-a"].MaxVolumes != 100 || got["cluster-a"].MaxBytes != 1<<40 || got["cluster-b"] != (tenancy.Quota{}) {
+		t.Errorf("quotas: %+v", got)
+	}
+	if l := c.Listeners[0]; l.Clients[0].Tenant != "cluster-a" || l.Clients[1].Tenant != "cluster-b" || len(l.Methods) != 2 {
+		t.Errorf("listeners[0]: %+v", l)
+	}
+	if c.Listeners[1].Tenant != "cluster-b" {
+		t.Errorf("listeners[1].tenant: %q", c.Listeners[1].Tenant)
 	}
 }
