@@ -52,8 +52,9 @@ type credentialsError struct{ err error }
 func (e *credentialsError) Error() string { return e.err.Error() }
 func (e *credentialsError) Unwrap() error { return e.err }
 
-// secretFile is one credentials file, cached until its size or modification time changes.
-type secretFile struct {
+// SecretFile is one credentials file, cached until its size or modification time changes.
+// Its value is never logged; errors name the key and the file, never the contents.
+type SecretFile struct {
 	key, path string // key: "backends.NAME.auth.bearerTokenFile", for messages
 
 	mu    sync.Mutex
@@ -62,9 +63,13 @@ type secretFile struct {
 	value string // "" until read
 }
 
-// read returns the file's contents without surrounding white space, reading the file only
+// NewSecretFile returns the credentials file at path, configured under key (such as
+// "backends.NAME.auth.passwordFile", for messages).
+func NewSecretFile(key, path string) *SecretFile { return &SecretFile{key: key, path: path} }
+
+// Read returns the file's contents without surrounding white space, reading the file only
 // when it changed since the last read.
-func (f *secretFile) read() (string, error) {
+func (f *SecretFile) Read() (string, error) {
 	fail := func(format string, args ...any) (string, error) {
 		return "", &credentialsError{fmt.Errorf("%s: %s", f.key, fmt.Sprintf(format, args...))}
 	}
@@ -95,15 +100,15 @@ func (f *secretFile) read() (string, error) {
 // authTransport adds the Authorization header to every request it sends through next.
 type authTransport struct {
 	next                  http.RoundTripper
-	token, user, password *secretFile // token, or user and password
+	token, user, password *SecretFile // token, or user and password
 }
 
 func newAuthTransport(name string, a Auth, next http.RoundTripper) *authTransport {
-	file := func(key, path string) *secretFile {
+	file := func(key, path string) *SecretFile {
 		if path == "" {
 			return nil
 		}
-		return &secretFile{key: "backends." + name + ".auth." + key, path: path}
+		return NewSecretFile("backends."+name+".auth."+key, path)
 	}
 	if next == nil {
 		next = http.DefaultTransport
@@ -128,17 +133,17 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (t *authTransport) header() (string, error) {
 	if t.token != nil {
-		tok, err := t.token.read()
+		tok, err := t.token.Read()
 		if err != nil {
 			return "", err
 		}
 		return "Bearer " + tok, nil
 	}
-	user, err := t.user.read()
+	user, err := t.user.Read()
 	if err != nil {
 		return "", err
 	}
-	pass, err := t.password.read()
+	pass, err := t.password.Read()
 	if err != nil {
 		return "", err
 	}

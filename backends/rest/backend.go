@@ -63,6 +63,28 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	client := *NewHTTPClient(name, opts...)
+	if cfg.Auth.configured() {
+		client.Transport = newAuthTransport(name, cfg.Auth, client.Transport)
+	}
+	timed := client
+	if timed.Timeout == 0 || cfg.RequestTimeout < timed.Timeout {
+		timed.Timeout = cfg.RequestTimeout
+	}
+	b := &Backend{name: name, cfg: cfg, urls: urls, client: &client, timed: &timed}
+	b.guard(o.now)
+	return b, nil
+}
+
+// NewHTTPClient returns the HTTP client a backend called name sends its requests with, as
+// opts set it up (WithHTTPClient, WithTLSConfig, WithTracerProvider, WithPropagator): never
+// following redirects (a redirect would resend the request, credentials included, to
+// another address), with a client span per request when tracing is on.
+func NewHTTPClient(name string, opts ...Option) *http.Client {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	base := o.client
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -73,20 +95,11 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 		base = &http.Client{Transport: t}
 	}
 	client := *base
-	if cfg.Auth.configured() {
-		client.Transport = newAuthTransport(name, cfg.Auth, client.Transport)
-	}
 	if o.tracerProvider != nil {
 		client.Transport = newTracingTransport(name, client.Transport, o.tracerProvider, o.propagator)
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	timed := client
-	if timed.Timeout == 0 || cfg.RequestTimeout < timed.Timeout {
-		timed.Timeout = cfg.RequestTimeout
-	}
-	b := &Backend{name: name, cfg: cfg, urls: urls, client: &client, timed: &timed}
-	b.guard(o.now)
-	return b, nil
+	return &client
 }
 
 // prefixErrors puts prefix before each of the joined errors in err.
@@ -122,7 +135,7 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 	body, err := m.requestJSON(req)
 	if err != nil {
 		return nil, newError(backends.ClassInvalid, b.name, m.name,
-			fmt.Sprintf("the request is not a valid %s: %s", m.in.Descriptor().FullName(), clean(err.Error(), maxSaid)))
+			fmt.Sprintf("the request is not a valid %s: %s", m.in.Descriptor().FullName(), Clean(err.Error(), maxSaid)))
 	}
 	out, err := b.post(ctx, m, body, b.policy())
 	if err != nil {
@@ -131,7 +144,7 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 	resp, err := m.responseProto(out)
 	if err != nil {
 		return nil, &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), clean(err.Error(), 256)), maxMessage)}
+			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), 256)), maxMessage)}
 	}
 	return resp, nil
 }
@@ -143,7 +156,7 @@ func (b *Backend) method(path string) (*method, error) {
 	}
 	m, err := lookupMethod(path)
 	if err != nil {
-		return nil, newError(backends.ClassUnimplemented, b.name, truncate(clean(path, 128), 128), err.Error())
+		return nil, newError(backends.ClassUnimplemented, b.name, truncate(Clean(path, 128), 128), err.Error())
 	}
 	b.methods.Store(path, m)
 	return m, nil
@@ -156,7 +169,7 @@ func (b *Backend) policy() attemptPolicy {
 // Stream always fails with ClassUnimplemented: the connect protocol has no streaming
 // calls here. Route streaming methods to a grpc backend.
 func (b *Backend) Stream(_ context.Context, method string, _ grpc.ServerStream) error {
-	return newError(backends.ClassUnimplemented, b.name, truncate(clean(method, 128), 128), errStreaming.Error())
+	return newError(backends.ClassUnimplemented, b.name, truncate(Clean(method, 128), 128), errStreaming.Error())
 }
 
 // Ready calls the appliance's Probe, trying each URL once (starting with the one that
@@ -180,7 +193,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 	var resp csi.ProbeResponse
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(out, &resp); err != nil {
 		return &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, clean(err.Error(), 256)), maxMessage)}
+			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), 256)), maxMessage)}
 	}
 	if r := resp.GetReady(); r != nil && !r.GetValue() {
 		return newError(backends.ClassUnavailable, b.name, m.name, "the appliance is not ready (its Probe answered ready=false; it may be starting)")

@@ -97,7 +97,7 @@ func (b *Backend) post(ctx context.Context, m *method, body []byte, policy attem
 	case err != nil && ctx.Err() != nil:
 		return nil, c.contextError(ctx.Err())
 	case err != nil && !c.failed: // not an attempt's failure but the library's own (cannot rewind the body)
-		return nil, newError(backends.ClassUnavailable, b.name, m.name, "cannot send the request: "+clean(err.Error(), maxSaid))
+		return nil, newError(backends.ClassUnavailable, b.name, m.name, "cannot send the request: "+Clean(err.Error(), maxSaid))
 	case err != nil, resp.StatusCode != http.StatusOK:
 		return nil, c.finalError()
 	}

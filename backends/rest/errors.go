@@ -61,10 +61,10 @@ func parseErrorBody(contentType string, body []byte) said {
 			return s
 		}
 	}
-	if mt == "text/html" || mt == "application/xhtml+xml" || looksLikeHTML(trimmed) {
-		return said{html: true, text: htmlTitle(trimmed)}
+	if mt == "text/html" || mt == "application/xhtml+xml" || LooksLikeHTML(trimmed) {
+		return said{html: true, text: HTMLTitle(trimmed)}
 	}
-	return said{text: clean(string(trimmed), maxSaid)}
+	return said{text: Clean(string(trimmed), maxSaid)}
 }
 
 func parseJSONError(body []byte) (said, bool) {
@@ -105,14 +105,15 @@ func parseJSONError(body []byte) (said, bool) {
 			parts = append(parts, obj.Message)
 		}
 	}
-	s.text = clean(strings.Join(parts, ": "), maxSaid)
+	s.text = Clean(strings.Join(parts, ": "), maxSaid)
 	if s.text == "" && !s.hasCode {
-		s.text = clean(string(body), maxSaid) // JSON of some other shape: show it
+		s.text = Clean(string(body), maxSaid) // JSON of some other shape: show it
 	}
 	return s, true
 }
 
-func looksLikeHTML(body []byte) bool {
+// LooksLikeHTML reports whether body starts like an HTML page (a proxy's or a web server's error page).
+func LooksLikeHTML(body []byte) bool {
 	head := strings.ToLower(string(body[:min(len(body), 64)]))
 	return strings.HasPrefix(head, "<!doctype html") || strings.HasPrefix(head, "<html") ||
 		strings.HasPrefix(head, "<head") || strings.HasPrefix(head, "<body")
@@ -120,23 +121,23 @@ func looksLikeHTML(body []byte) bool {
 
 var titleRE = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
 
-// htmlTitle returns the text of the page's <title>, or "".
-func htmlTitle(body []byte) string {
+// HTMLTitle returns the text of the page's <title>, or "".
+func HTMLTitle(body []byte) string {
 	m := titleRE.FindSubmatch(body)
 	if m == nil {
 		return ""
 	}
-	return clean(string(m[1]), 128)
+	return Clean(string(m[1]), 128)
 }
 
 // userinfoRE finds the userinfo of URLs inside text, so that a message can never repeat a
 // password that a proxy or transport error happened to include.
 var userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]*@`)
 
-// clean makes s fit for a one-line message: valid UTF-8, no control characters, runs of
+// Clean makes s fit for a one-line message: valid UTF-8, no control characters, runs of
 // space collapsed, no URL userinfo, and at most max bytes (cut at a character boundary,
 // marked with "…").
-func clean(s string, max int) string {
+func Clean(s string, max int) string {
 	if len(s) > 4*max {
 		s = s[:4*max] // keep the work bounded; the cut below marks the truncation
 	}

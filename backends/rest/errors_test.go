@@ -156,7 +156,7 @@ func TestClean(t *testing.T) {
 		{strings.Repeat("é", maxSaid), strings.Repeat("é", (maxSaid-len("…"))/2) + "…"},
 	}
 	for _, tt := range tests {
-		got := clean(tt.in, maxSaid)
+		got := Clean(tt.in, maxSaid)
 		if got != tt.want {
 			t.Errorf("clean(%q) = %q, want %q", tt.in, got, tt.want)
 		}

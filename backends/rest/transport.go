@@ -88,7 +88,7 @@ func withoutURL(err error) error {
 
 // describeTransport is transportError's class and message, without the prefix.
 func describeTransport(name, display string, err error, attemptTimeout time.Duration) (backends.Class, string) {
-	why := clean(withoutURL(err).Error(), maxSaid) // display is what may be shown of the URL
+	why := Clean(withoutURL(err).Error(), maxSaid) // display is what may be shown of the URL
 	var msg string
 	class := backends.ClassUnavailable
 	switch transportKindOf(err) {
