@@ -14,7 +14,7 @@ TEST_FLAGS ?=
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
 FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
 	./backends/embedded:FuzzParseExt4Size ./backends/rest:FuzzDecodeError \
-	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub
+	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub ./proxy/tenancy:FuzzScopeID
 FUZZTIME       ?= 1m
 FUZZTIME_SHORT ?= 3s
 
@@ -59,7 +59,23 @@ test-deps:
 	  else echo "warning: missing$$missing; node tests will skip"; fi; \
 	fi
 
-bench: ## run the benchmarks
+# `make bench` runs test/bench: a CSI driver reached directly, through the gateway (passthrough and
+# every feature on), haproxy and socat, side by side in one run, then the redaction
+# micro-benchmark; it prints the report and writes it to BENCH_OUT (about 7 minutes). As root it
+# installs haproxy and socat from Debian's packages when missing. BENCH_WINDOW is each relay's
+# measured turn, BENCH_ROUNDS how many turns; BENCH_FLAGS adds flags (`go run ./test/bench -h`),
+# e.g. BENCH_FLAGS='-relays direct,full -concurrency 16'. `make bench-micro` runs every
+# package's `go test` benchmarks.
+BENCH_WINDOW ?= 1500ms
+BENCH_ROUNDS ?= 3
+BENCH_OUT    ?= docs/benchmarks.md
+BENCH_FLAGS  ?=
+.PHONY: bench-micro
+
+bench: build ## measure the gateway against a direct connection, haproxy and socat; write docs/benchmarks.md
+	$(GO) run ./test/bench -gateway $(CURDIR)/$(BIN) -window $(BENCH_WINDOW) -rounds $(BENCH_ROUNDS) -out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-micro: ## run every package's go test benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 lint: ## gofmt check and go vet
@@ -71,3 +87,32 @@ fmt: ## format the code
 
 clean: ## remove build output and .run
 	rm -rf bin $(RUN_DIR)
+
+# deploy/ and the end-to-end run against real orchestrators (test/orchestrators, its own
+# module). The orchestrators (etcd, kube-apiserver, kube-controller-manager, csi-provisioner,
+# csi-attacher, Nomad, Helm) are built from the Go module proxy at pinned versions, once, into
+# E2E_CACHE, and reused by later runs.
+E2E_CACHE   ?= $(HOME)/.cache/csi-gateway-e2e
+E2E_FLAGS   ?=
+E2E_COMPONENTS := CSIGW_E2E_CACHE=$(E2E_CACHE) test/orchestrators/build-components.sh
+HELM_CHART  := deploy/helm/csi-gateway
+
+.PHONY: e2e deploy-lint
+
+e2e: build ## Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
+	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
+	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) CSIGW_E2E_GATEWAY=$(CURDIR)/$(BIN) \
+	  $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
+
+deploy-lint: ## helm lint + template of every deployment, kustomize build of every overlay
+	@$(E2E_COMPONENTS) helm
+	@helm=$$($(E2E_COMPONENTS) --path helm); \
+	for v in "" $(HELM_CHART)/ci/*.yaml; do \
+	  echo "helm lint --strict, helm template: $${v:-default values}"; \
+	  out=$$($$helm lint --strict $(HELM_CHART) $${v:+-f $$v} 2>&1) || { echo "$$out"; exit 1; }; \
+	  $$helm template csi-gateway $(HELM_CHART) $${v:+-f $$v} >/dev/null || exit 1; \
+	done
+	@command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
+	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort); do \
+	  echo "kustomize build: $$k"; kubectl kustomize $$k >/dev/null || exit 1; \
+	done

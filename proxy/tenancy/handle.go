@@ -27,8 +27,9 @@ func (l *Ledger) Handle(ctx context.Context, tenant, method string, req proto.Me
 	scoped := proto.Clone(req)
 	if err := c.scopeRequest(scoped); err != nil {
 		var absent *absentError
-		if errors.As(err, &absent) && (c.b.lists != 0 || c.b.deletes == absent.kind) {
-			// Deleting what the tenant does not own, or listing by it: as if absent.
+		if errors.As(err, &absent) && (c.b.lists != 0 || c.b.deletes == absent.kind || c.b.absentOK) {
+			// Deleting, unpublishing or listing by what the tenant does not own: as for an
+			// absent object, which CSI answers with OK (or no entries).
 			return newResponse(method)
 		}
 		return nil, err
@@ -137,10 +138,11 @@ func (c *call) scopeResponse(resp proto.Message) error {
 	})
 }
 
-// record gives a backend object the backend just created or changed to the tenant.
-func (c *call) record(kind Kind, backendID string, r Record) error {
+// record gives a backend object the backend just created or changed to the tenant; res, if
+// any, is the quota the call held for it.
+func (c *call) record(kind Kind, backendID string, r Record, res *reservation) error {
 	r.Tenant = c.tenant
-	err := c.l.Record(kind, backendID, r)
+	err := c.l.recordReserved(kind, backendID, r, res)
 	if errors.Is(err, errOwnedElsewhere) {
 		return status.Errorf(codes.Internal, "csi-gateway: the backend answered %s with a %s that belongs to another tenant; the gateway withheld it (is the backend shared with something that reuses IDs?)", strings.TrimPrefix(c.method, "/"), kind)
 	}

@@ -119,6 +119,13 @@ func (l *Ledger) ByName(kind Kind, name string) (backendID string, ok bool, err 
 // Record gives a backend object to r.Tenant, or updates its record (a volume's new size).
 // It refuses an object another tenant owns with errOwnedElsewhere.
 func (l *Ledger) Record(kind Kind, backendID string, r Record) error {
+	return l.recordReserved(kind, backendID, r, nil)
+}
+
+// recordReserved is Record for the outcome of a call that held res: the reservation becomes
+// the recorded usage in the same step, so that the object is never counted twice (or not at
+// all) in between. res may be nil.
+func (l *Ledger) recordReserved(kind Kind, backendID string, r Record, res *reservation) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var old *Record
@@ -150,6 +157,9 @@ func (l *Ledger) Record(kind Kind, backendID string, r Record) error {
 	})
 	if err != nil || kind != Volume {
 		return err
+	}
+	if res != nil {
+		res.releaseLocked()
 	}
 	u := l.usageOf(r.Tenant)
 	if old == nil {

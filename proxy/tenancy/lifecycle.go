@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-addons/spec/lib/go/volumegroup"
@@ -16,16 +17,16 @@ import (
 func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, error) {
 	name := req.ProtoReflect().Get(req.ProtoReflect().Descriptor().Fields().ByName("name")).String()
 	var requested int64
+	var res *reservation
 	if cv, ok := req.(*csi.CreateVolumeRequest); ok {
 		requested = requestedBytes(cv.GetCapacityRange())
 		if _, exists, err := c.l.ByName(Volume, name); err != nil {
 			return nil, ledgerError(err)
 		} else if !exists {
-			release, err := c.l.reserve(c.tenant, 1, requested)
-			if err != nil {
+			if res, err = c.reserveCreate(cv); err != nil {
 				return nil, err
 			}
-			defer release()
+			defer res.release()
 		}
 	}
 	resp, err := c.invoke(ctx, c.method, req)
@@ -45,7 +46,7 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 			rec.Bytes = requested
 		}
 	}
-	if err := c.record(kind, id, rec); err != nil {
+	if err := c.record(kind, id, rec, res); err != nil {
 		return nil, err
 	}
 	// What the call created along with it (the snapshots of a group snapshot).
@@ -56,7 +57,7 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 		if _, known, err := c.l.Lookup(r.kind, r.id); err != nil || known {
 			return r.id, err // already recorded: owned by this tenant, or refused below
 		}
-		return r.id, c.record(r.kind, r.id, Record{})
+		return r.id, c.record(r.kind, r.id, Record{}, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -67,20 +68,21 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 // delete sends a delete call and forgets what it deleted.
 func (c *call) delete(ctx context.Context, req proto.Message) (proto.Message, error) {
 	id, _ := ownRef(req.ProtoReflect(), c.b.deletes)
-	var members []string
-	if c.method == deleteVolumeGroup {
+	var members, snapshots []string
+	switch c.method {
+	case deleteVolumeGroup:
 		members = c.groupMembers(ctx, req.(*volumegroup.DeleteVolumeGroupRequest))
+	case deleteVolumeGroupSnapshot:
+		// Deleting a group snapshot deletes its snapshots, listed in the request or not.
+		snapshots = c.groupSnapshotMembers(ctx, req.(*csi.DeleteVolumeGroupSnapshotRequest))
 	}
 	resp, err := c.invoke(ctx, c.method, req)
 	if err != nil {
 		return nil, err
 	}
 	gone := []ref{{kind: c.b.deletes, id: id}}
-	if c.method == deleteVolumeGroupSnapshot {
-		// Deleting a group snapshot deletes its snapshots.
-		for _, s := range req.(*csi.DeleteVolumeGroupSnapshotRequest).GetSnapshotIds() {
-			gone = append(gone, ref{kind: Snapshot, id: s})
-		}
+	for _, s := range snapshots {
+		gone = append(gone, ref{kind: Snapshot, id: s})
 	}
 	// Deleting a volume group may delete its volumes (the csi-addons proposal says it does);
 	// those the backend no longer knows are forgotten.
@@ -95,6 +97,24 @@ func (c *call) delete(ctx context.Context, req proto.Message) (proto.Message, er
 		}
 	}
 	return resp, nil
+}
+
+// groupSnapshotMembers returns the backend IDs of a group snapshot's snapshots: those the
+// request lists, and those the backend says it has.
+func (c *call) groupSnapshotMembers(ctx context.Context, req *csi.DeleteVolumeGroupSnapshotRequest) []string {
+	ids := slices.Clone(req.GetSnapshotIds())
+	resp, err := c.invoke(ctx, getVolumeGroupSnapshot, &csi.GetVolumeGroupSnapshotRequest{
+		GroupSnapshotId: req.GetGroupSnapshotId(), SnapshotIds: req.GetSnapshotIds(), Secrets: req.GetSecrets(),
+	})
+	if err != nil {
+		return ids
+	}
+	for _, s := range resp.(*csi.GetVolumeGroupSnapshotResponse).GetGroupSnapshot().GetSnapshots() {
+		if !slices.Contains(ids, s.GetSnapshotId()) {
+			ids = append(ids, s.GetSnapshotId())
+		}
+	}
+	return ids
 }
 
 // groupMembers returns the backend IDs of a volume group's volumes, or none when the
@@ -114,18 +134,22 @@ func (c *call) groupMembers(ctx context.Context, req *volumegroup.DeleteVolumeGr
 }
 
 // expand sends a volume expansion, which first takes the added bytes from the tenant's
-// quota, and records the volume's new size.
+// quota (and is told not to grow past what the quota has left), and records the volume's
+// new size.
 func (c *call) expand(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (proto.Message, error) {
 	rec, _, err := c.l.Lookup(Volume, req.GetVolumeId())
 	if err != nil {
 		return nil, ledgerError(err)
 	}
 	requested := requestedBytes(req.GetCapacityRange())
-	release, err := c.l.reserve(c.tenant, 0, max(0, requested-rec.Bytes))
+	if left, limited := c.l.bytesLeft(c.tenant); limited && req.GetCapacityRange() != nil {
+		capLimit(req.GetCapacityRange(), rec.Bytes+left)
+	}
+	res, err := c.l.reserve(c.tenant, 0, max(0, requested-rec.Bytes))
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer res.release()
 	resp, err := c.invoke(ctx, c.method, req)
 	if err != nil {
 		return nil, err
@@ -134,10 +158,38 @@ func (c *call) expand(ctx context.Context, req *csi.ControllerExpandVolumeReques
 	if size == 0 {
 		size = requested
 	}
-	if err := c.record(Volume, req.GetVolumeId(), Record{Bytes: size}); err != nil {
+	if err := c.record(Volume, req.GetVolumeId(), Record{Bytes: size}, res); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// reserveCreate holds a new volume's place in the tenant's quota. With a byte quota the
+// backend is told not to allocate more than the quota has left (limit_bytes), so that a
+// create without a size, or a backend that rounds sizes up, cannot exceed it; a create that
+// names no size holds all that is left until it is answered.
+func (c *call) reserveCreate(req *csi.CreateVolumeRequest) (*reservation, error) {
+	bytes := requestedBytes(req.GetCapacityRange())
+	if left, limited := c.l.bytesLeft(c.tenant); limited {
+		if left <= 0 {
+			return nil, status.Errorf(codes.ResourceExhausted, "csi-gateway: tenant %s has used all of its maxBytes quota: delete or shrink a volume first", c.tenant)
+		}
+		if req.CapacityRange == nil {
+			req.CapacityRange = &csi.CapacityRange{}
+		}
+		capLimit(req.CapacityRange, left)
+		if req.GetCapacityRange().GetRequiredBytes() == 0 {
+			bytes = req.GetCapacityRange().GetLimitBytes()
+		}
+	}
+	return c.l.reserve(c.tenant, 1, bytes)
+}
+
+// capLimit lowers a capacity range's limit_bytes to at most most (0 is no limit in CSI).
+func capLimit(r *csi.CapacityRange, most int64) {
+	if r.LimitBytes == 0 || r.LimitBytes > most {
+		r.LimitBytes = most
+	}
 }
 
 // limitCapacity reports no more capacity than the tenant's byte quota has left.

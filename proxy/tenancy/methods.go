@@ -19,6 +19,10 @@ const (
 	deleteVolumeGroup         = "/volumegroup.Controller/DeleteVolumeGroup"
 	getVolumeGroup            = "/volumegroup.Controller/ControllerGetVolumeGroup"
 	listVolumeGroups          = "/volumegroup.Controller/ListVolumeGroups"
+	getVolumeGroupSnapshot    = "/csi.v1.GroupController/GetVolumeGroupSnapshot"
+	controllerUnpublishVolume = "/csi.v1.Controller/ControllerUnpublishVolume"
+	nodeUnstageVolume         = "/csi.v1.Node/NodeUnstageVolume"
+	nodeUnpublishVolume       = "/csi.v1.Node/NodeUnpublishVolume"
 )
 
 // behaviour is what a method does to the objects tenancy keeps track of.
@@ -33,6 +37,10 @@ type behaviour struct {
 	// lists is the kind of object a List call returns: entries of other tenants' objects are
 	// left out, and a filter naming an object the tenant does not own matches nothing.
 	lists Kind
+	// absentOK calls are OK for an object the tenant does not own, as the gateway's error
+	// table answers them for an absent one: a volume unknown to the backend is neither
+	// published nor staged, and NOT_FOUND would keep Kubernetes retrying the detach forever.
+	absentOK bool
 }
 
 var behaviours = map[string]behaviour{
@@ -48,4 +56,7 @@ var behaviours = map[string]behaviour{
 	listVolumeHealth:          {lists: Volume},
 	listSnapshots:             {lists: Snapshot},
 	listVolumeGroups:          {lists: VolumeGroup},
+	controllerUnpublishVolume: {absentOK: true},
+	nodeUnstageVolume:         {absentOK: true},
+	nodeUnpublishVolume:       {absentOK: true},
 }

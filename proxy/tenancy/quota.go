@@ -7,11 +7,19 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// reserve holds volumes and bytes of a tenant's quota for a create or expansion in flight,
-// so that concurrent calls cannot together exceed it. It fails with RESOURCE_EXHAUSTED,
-// saying which limit and how much is used, when the quota has no room. The returned release
-// gives the reservation back; call it once the ledger has recorded the outcome.
-func (l *Ledger) reserve(tenant string, volumes, bytes int64) (release func(), err error) {
+// reservation is room in a tenant's quota held for a create or an expansion in flight, so
+// that concurrent calls cannot together exceed it. When the call succeeds, Record turns it
+// into the recorded usage in one step (recordReserved); otherwise it is released.
+type reservation struct {
+	l              *Ledger
+	tenant         string
+	volumes, bytes int64
+	once           sync.Once
+}
+
+// reserve holds volumes and bytes of a tenant's quota. It fails with RESOURCE_EXHAUSTED,
+// saying which limit and how much is used, when the quota has no room.
+func (l *Ledger) reserve(tenant string, volumes, bytes int64) (*reservation, error) {
 	q := l.quotas[tenant]
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -26,19 +34,30 @@ func (l *Ledger) reserve(tenant string, volumes, bytes int64) (release func(), e
 	}
 	u.volumes += volumes
 	u.bytes += bytes
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			u.volumes -= volumes
-			u.bytes -= bytes
-		})
-	}, nil
+	return &reservation{l: l, tenant: tenant, volumes: volumes, bytes: bytes}, nil
 }
 
-// bytesLeft returns how many bytes the tenant's quota has left, and false when it has no
-// byte quota.
+// release gives the reservation back; it is a no-op after the first call, and on nil.
+func (r *reservation) release() {
+	if r == nil {
+		return
+	}
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	r.releaseLocked()
+}
+
+// releaseLocked is release with r.l.mu held.
+func (r *reservation) releaseLocked() {
+	r.once.Do(func() {
+		u := r.l.usageOf(r.tenant)
+		u.volumes -= r.volumes
+		u.bytes -= r.bytes
+	})
+}
+
+// bytesLeft returns how many bytes the tenant's quota has left (creates and expansions in
+// flight included), and false when it has no byte quota.
 func (l *Ledger) bytesLeft(tenant string) (int64, bool) {
 	q := l.quotas[tenant]
 	if q.MaxBytes <= 0 {
