@@ -1,8 +1,10 @@
 package tlsconf
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -156,15 +158,18 @@ func (r *reloader) poll() {
 		case <-t.C:
 		}
 		changed, err := r.reload(false)
-		switch {
-		case err != nil:
+		if err != nil {
 			if err.Error() != lastErr {
 				r.opts.log.Error("TLS files changed but cannot be loaded; the previous material stays in use",
 					"tls", r.opts.name, "error", err)
 			}
 			lastErr = err.Error()
-		case changed:
-			lastErr = ""
+			continue
+		}
+		// Good files again, changed or repaired to the material in use (or published first
+		// by Reload): the next failure is a new one, logged again.
+		lastErr = ""
+		if changed {
 			r.opts.log.Info("TLS files reloaded", "tls", r.opts.name, "not_after", r.NotAfter())
 		}
 	}
@@ -198,12 +203,43 @@ func load(f pemFiles) (*material, error) {
 		m.cert = &cert
 		m.notAfter = cert.Leaf.NotAfter
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(m.raw[2])) {
-		return nil, fmt.Errorf("tls: %s: %w", f.ca, errNoCA)
+	pool, err := parseCABundle([]byte(m.raw[2]))
+	if err != nil {
+		return nil, fmt.Errorf("tls: %s: %w", f.ca, err)
 	}
 	m.pool = pool
 	return &m, nil
+}
+
+// parseCABundle parses every block of a CA bundle strictly. x509.CertPool.AppendCertsFromPEM
+// skips blocks it cannot parse and stops at a truncated one, so a bundle cut short or damaged
+// mid-rotation (CA1 whole, CA2 not) would be published with CA2 silently missing.
+func parseCABundle(data []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			if bytes.Contains(rest, []byte("-----BEGIN")) {
+				return nil, fmt.Errorf("certificate %d: cut short or not valid PEM", n+1)
+			}
+			break // text around the blocks is allowed, as by AppendCertsFromPEM
+		}
+		if block.Type != "CERTIFICATE" {
+			continue // as AppendCertsFromPEM: other blocks (a key) are not certificates
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return nil, errNoCA
+	}
+	return pool, nil
 }
 
 var errNoCA = errors.New("no PEM certificate in the CA bundle")
