@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/backends/rest/csp"
 )
 
 // errorsDoc is the file that documents the canonical error table.
@@ -31,6 +32,21 @@ func renderErrorTable() string {
 	b.WriteString("\nEvery other failure, for every RPC:\n\n| backend failure (class) | caller gets |\n|---|---|\n")
 	for c := backends.ClassInternal; c <= backends.ClassUnimplemented; c++ {
 		fmt.Fprintf(&b, "| %s | %s |\n", c, c.Code())
+	}
+	b.WriteString("\n### CSP backends (`protocol: csp`): how a CSP's answers are classified\n\n" +
+		"The first matching row wins; the class then takes its code from the tables above. " +
+		"Creates look the name up again before classifying a failed POST, and 401 is answered by one fresh login and one retry first.\n\n" +
+		"| CSI RPC | CSP answer | class | why |\n|---|---|---|---|\n")
+	for _, r := range csp.StatusRules() {
+		rpcs := "every RPC"
+		if len(r.RPCs) > 0 {
+			rpcs = strings.Join(r.RPCs, "<br>")
+		}
+		answer := fmt.Sprint(r.Status)
+		if r.When != "" {
+			answer += ", " + r.When
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", rpcs, answer, r.Class, r.Why)
 	}
 	return b.String()
 }

@@ -67,6 +67,9 @@ type SecretFile struct {
 // "backends.NAME.auth.passwordFile", for messages).
 func NewSecretFile(key, path string) *SecretFile { return &SecretFile{key: key, path: path} }
 
+// Path is the file's path (which messages may name; never its contents).
+func (f *SecretFile) Path() string { return f.path }
+
 // Read returns the file's contents without surrounding white space, reading the file only
 // when it changed since the last read.
 func (f *SecretFile) Read() (string, error) {

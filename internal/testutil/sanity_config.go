@@ -4,6 +4,7 @@ import (
 	"flag"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
@@ -31,15 +32,25 @@ func ApplianceSanityConfig(dir, address, accessType string) sanity.TestConfig {
 // ApplianceMaxVolumesPerNode is the per-node limit ApplianceSanityConfig's attach-limit spec expects.
 const ApplianceMaxVolumesPerNode = 4
 
-// RunSanity runs csi-sanity once (call it in a SanityVariants body) with brokenSpecs skipped.
-func RunSanity(t *testing.T, cfg sanity.TestConfig) {
+// SanitySkip is a csi-sanity spec (or group of specs) a run skips, by a regular expression
+// on its full text, and why.
+type SanitySkip struct{ Pattern, Why string }
+
+// RunSanity runs csi-sanity once (call it in a SanityVariants body) with brokenSpecs and
+// the given specs skipped.
+func RunSanity(t *testing.T, cfg sanity.TestConfig, skips ...SanitySkip) {
 	t.Helper()
 	for name, why := range brokenSpecs {
-		// sanity.Test offers no hook to skip a spec but Ginkgo's own command-line flag.
-		if err := flag.Set("ginkgo.skip", regexp.QuoteMeta(name)); err != nil {
-			t.Fatalf("skip csi-sanity spec %q: %v", name, err)
-		}
-		t.Logf("csi-sanity: skipping %q: %s", name, why)
+		skips = append(skips, SanitySkip{regexp.QuoteMeta(name), why})
+	}
+	var patterns []string
+	for _, s := range skips {
+		patterns = append(patterns, s.Pattern)
+		t.Logf("csi-sanity: skipping %q: %s", s.Pattern, s.Why)
+	}
+	// sanity.Test offers no hook to skip a spec but Ginkgo's own command-line flag.
+	if err := flag.Set("ginkgo.skip", strings.Join(patterns, "|")); err != nil {
+		t.Fatalf("skip csi-sanity specs %q: %v", patterns, err)
 	}
 	sanity.Test(t, cfg)
 }
