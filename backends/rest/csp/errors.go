@@ -87,7 +87,7 @@ func (a answer) notFound(p profile) bool {
 type StatusRule struct {
 	RPCs   []string // short names, e.g. "DeleteVolume"; empty: every RPC
 	Status int
-	When   string                // the condition beyond the status, for the documentation
+	When   string                 // the condition beyond the status, for the documentation
 	match  func(text string) bool // nil: always
 	Class  backends.Class
 	Why    string
