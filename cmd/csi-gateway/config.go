@@ -137,6 +137,8 @@ type BackendConfig struct {
 	RetryBudget backends.BudgetConfig `mapstructure:"retryBudget"`
 	// Auth (rest) are the credentials files sent to the appliance; https:// URLs only.
 	Auth BackendAuthConfig `mapstructure:"auth"`
+	// CSP (rest with protocol csp) describes the Container Storage Provider.
+	CSP CSPConfig `mapstructure:"csp"`
 	// grpc and rest
 	CircuitBreaker backends.BreakerConfig `mapstructure:"circuitBreaker"`
 	// TLS is required for dns:/// targets and verifies https:// URLs against a pinned CA.
@@ -301,8 +303,17 @@ func (c *Config) validate() error {
 			if len(b.URLs) == 0 {
 				return fmt.Errorf("%s.urls: required for a rest backend (at least one http(s):// URL)", key)
 			}
-			if b.Protocol != "" && b.Protocol != "connect" {
-				return fmt.Errorf("%s.protocol: %q is not supported; use connect", key, b.Protocol)
+			switch b.Protocol {
+			case "", "connect":
+				if !b.CSP.isZero() {
+					return fmt.Errorf("%s.csp: only with protocol: csp", key)
+				}
+			case "csp":
+				if err := validateCSP(key, b); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("%s.protocol: %q is not connect or csp", key, b.Protocol)
 			}
 		case "embedded":
 			if b.TLS != nil {

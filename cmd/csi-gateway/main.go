@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newTapCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newTapCommand(), newInitiatorsCommand(), newVersionCommand())
 	return root.ExecuteContext(ctx)
 }
 

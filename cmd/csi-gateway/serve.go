@@ -271,6 +271,9 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, log *slog.Log
 		if tc != nil {
 			opts = append(opts, rest.WithTLSConfig(tc.Config()))
 		}
+		if b.Protocol == "csp" {
+			return openCSP(name, b, log, opts)
+		}
 		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
 			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
 				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,

@@ -46,6 +46,9 @@ type Config struct {
 	// Nodes (csp.nodes) are the initiators of each node, by CSI node ID (the CSP host's
 	// uuid): where ControllerPublishVolume finds what to register with the CSP.
 	Nodes map[string]Node
+	// MutableParameters (csp.mutableParameters) are the config keys the CSP lets a volume
+	// change after creation; empty: the profile's.
+	MutableParameters []string
 	// LookupNode, when set, is asked first (csp.nodeRegistry: the initiators node-side
 	// gateways published); Nodes is the fallback.
 	LookupNode func(nodeID string) (Node, bool, error)
@@ -91,6 +94,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if len(c.MutableParameters) == 0 {
+		p, _ := profileNamed(c.Profile)
+		c.MutableParameters = p.mutable
 	}
 	if c.DriverName == "" {
 		c.DriverName = DefaultDriverName

@@ -55,13 +55,13 @@ func (b *Backend) createVolumeGroupSnapshot(ctx context.Context, req *csi.Create
 		return nil, err
 	}
 	for _, sg := range existing {
-		if sg.Name == req.GetName() {
+		if sg.Name == b.cspName(req.GetName()) {
 			return b.groupSnapshotResponse(rpc, sg)
 		}
 	}
 	var created snapshotGroup
 	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodPost, path: "/snapshot_groups",
-		body: snapshotGroup{Name: req.GetName(), VolumeGroupID: groupID}}, &created)
+		body: snapshotGroup{Name: b.cspName(req.GetName()), VolumeGroupID: groupID}}, &created)
 	if err != nil {
 		return nil, err
 	}

@@ -3,12 +3,14 @@ package csp
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/shortname"
 )
 
 // Parameter keys the backend reads itself rather than passing to the CSP's config.
@@ -34,6 +36,28 @@ func volumeConfig(params map[string]string) (config map[string]any, description 
 		}
 	}
 	return config, description
+}
+
+// cspName is the name an object the orchestrator names name has on the CSP: the same, unless
+// the CSP limits names (truenas-csp); then a stable short form of it (internal/shortname), so
+// that lookups by name still find what a create made.
+func (b *Backend) cspName(name string) string {
+	if b.profile.nameLimit == 0 {
+		return name
+	}
+	return shortname.Fit(name, b.profile.nameLimit, b.profile.nameChar)
+}
+
+// checkMutable refuses mutable parameters the CSP cannot change (INVALID_ARGUMENT), before
+// anything is created or sent: what a CSP would refuse only after the volume exists.
+func (b *Backend) checkMutable(rpc string, params map[string]string) error {
+	for k := range params {
+		if !slices.Contains(b.cfg.MutableParameters, k) {
+			return b.errorf(backends.ClassInvalid, rpc, "mutable parameter %q cannot be changed on this CSP (it can change %s; see backends.%s.csp.mutableParameters)",
+				k, strings.Join(b.cfg.MutableParameters, ", "), b.name)
+		}
+	}
+	return nil
 }
 
 // volumeContext returns the CSP's config of a volume as CSI volume_context (strings; other

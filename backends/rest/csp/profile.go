@@ -25,12 +25,36 @@ type profile struct {
 	// verifySnapshotDelete: a 204 for a snapshot delete may not mean it happened
 	// (truenas-csp answers 204 and keeps a snapshot that has clones): look again.
 	verifySnapshotDelete bool
+	// mutable are the config keys the CSP lets PUT /volumes/{id} change: the mutable
+	// parameters CreateVolume and ControllerModifyVolume accept (csp.mutableParameters
+	// overrides them for a CSP that allows others).
+	mutable []string
+	// nameLimit, when not 0, is the longest name the CSP takes, and nameChar the characters
+	// it takes: other names are shortened stably (names).
+	nameLimit int
+	nameChar  func(rune) bool
 }
 
+// truenas-csp makes a volume's ID of its dataset path ("pool_root_NAME") and a snapshot's of
+// the volume's and its own name ("VOLUMEID@NAME"); 48-byte names keep both within CSI's
+// 128 bytes under a root path of up to 30 bytes. It refuses "_" in names.
+const truenasNameLimit = 48
+
+func truenasNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.'
+}
+
+// The mutable config keys of the HPE Nimble/Alletra 6000 CSP and of truenas-csp.
+var (
+	hpeMutable     = []string{"description", "performance_policy", "limit_iops", "limit_mbps", "folder", "tier"}
+	truenasMutable = []string{"description", "deduplication", "compression", "sync", "volblocksize"}
+)
+
 var profiles = map[string]profile{
-	"spec":    {name: "spec", listVolumes: true, listAllSnapshots: true, groups: true, modify: true},
-	"hpe":     {name: "hpe", listVolumes: true, listAllSnapshots: true, groups: true, modify: true},
-	"truenas": {name: "truenas", modify: true, emptyNotFoundOnDelete: true, verifySnapshotDelete: true},
+	"spec": {name: "spec", listVolumes: true, listAllSnapshots: true, groups: true, modify: true, mutable: hpeMutable},
+	"hpe":  {name: "hpe", listVolumes: true, listAllSnapshots: true, groups: true, modify: true, mutable: hpeMutable},
+	"truenas": {name: "truenas", modify: true, emptyNotFoundOnDelete: true, verifySnapshotDelete: true, mutable: truenasMutable,
+		nameLimit: truenasNameLimit, nameChar: truenasNameChar},
 }
 
 // profileNamed returns the profile called name ("" is spec).

@@ -19,7 +19,7 @@ const createSnapshotRPC = "CreateSnapshot"
 // another source), and again after a POST that failed or whose answer was lost.
 func (b *Backend) createSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	rpc := createSnapshotRPC
-	src, name := req.GetSourceVolumeId(), req.GetName()
+	src, name := req.GetSourceVolumeId(), b.cspName(req.GetName())
 	if _, err := b.mustGetVolume(ctx, rpc, src); err != nil {
 		return nil, err
 	}

@@ -20,20 +20,21 @@ func (b *Backend) createVolumeGroup(ctx context.Context, req *volumegroup.Create
 	if err := b.requireGroups(rpc); err != nil {
 		return nil, err
 	}
+	name := b.cspName(req.GetName())
 	var found []volumeGroup
-	if _, err := b.get(ctx, rpc, "/volume_groups", url.Values{"name": {req.GetName()}}, &found); err != nil {
+	if _, err := b.get(ctx, rpc, "/volume_groups", url.Values{"name": {name}}, &found); err != nil {
 		return nil, err
 	}
 	var g volumeGroup
 	for _, f := range found {
-		if f.Name == req.GetName() {
+		if f.Name == name {
 			g = f
 		}
 	}
 	if g.ID == "" {
 		config, description := volumeConfig(req.GetParameters())
 		a, err := b.do(ctx, request{rpc: rpc, method: http.MethodPost, path: "/volume_groups",
-			body: volumeGroup{Name: req.GetName(), Description: description, Config: config}}, &g)
+			body: volumeGroup{Name: name, Description: description, Config: config}}, &g)
 		if err != nil {
 			return nil, err
 		}

@@ -109,6 +109,9 @@ func (b *Backend) controllerExpandVolume(ctx context.Context, req *csi.Controlle
 // refuses keys it cannot change (400 "Unexpected argument": INVALID_ARGUMENT).
 func (b *Backend) controllerModifyVolume(ctx context.Context, req *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
 	rpc := "ControllerModifyVolume"
+	if err := b.checkMutable(rpc, req.GetMutableParameters()); err != nil {
+		return nil, err
+	}
 	config, _ := volumeConfig(req.GetMutableParameters())
 	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodPut, path: "/volumes/" + url.PathEscape(req.GetVolumeId()),
 		body: volume{Config: config}, idempotent: true}, nil)

@@ -24,6 +24,9 @@ func (b *Backend) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, b.errorf(backends.ClassInvalid, rpc, "%v", err)
 	}
+	if err := b.checkMutable(rpc, req.GetMutableParameters()); err != nil {
+		return nil, err
+	}
 	size, err := b.sizeFor(rpc, req.GetCapacityRange())
 	if err != nil {
 		return nil, err
@@ -41,7 +44,8 @@ func (b *Backend) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 				src.snapshotSize, req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes())
 		}
 	}
-	if v, found, err := b.volumeByName(ctx, rpc, req.GetName()); err != nil {
+	name := b.cspName(req.GetName())
+	if v, found, err := b.volumeByName(ctx, rpc, name); err != nil {
 		return nil, err
 	} else if found {
 		return b.existingVolume(ctx, req, v, src)
@@ -52,19 +56,25 @@ func (b *Backend) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		}
 	}
 	config, description := volumeConfig(req.GetParameters())
+	for k, v := range req.GetMutableParameters() {
+		if config == nil {
+			config = map[string]any{}
+		}
+		config[k] = v
+	}
 	if config == nil {
 		config = map[string]any{} // truenas-csp fails a create without a config object
 	}
 	var created volume
 	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodPost, path: "/volumes", body: newVolume{
-		Name: req.GetName(), Size: number(size), Description: description, Config: config,
+		Name: name, Size: number(size), Description: description, Config: config,
 		BaseSnapshotID: src.snapshotID, Clone: src.snapshotID != "",
 	}}, &created)
 	if err == nil && a.status == http.StatusOK {
 		return b.volumeResponse(created, req.GetVolumeContentSource())
 	}
 	// The POST failed, or its answer was lost: the volume may exist all the same.
-	if v, found, lerr := b.volumeByName(ctx, rpc, req.GetName()); lerr == nil && found {
+	if v, found, lerr := b.volumeByName(ctx, rpc, name); lerr == nil && found {
 		return b.existingVolume(ctx, req, v, src)
 	}
 	if err != nil {
