@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// relaySpec is one of the ways of reaching the driver that issue #8 compares.
+type relaySpec struct {
+	key         string // a to e, as the issue names them
+	name        string
+	description string
+}
+
+// relaySpecs are every relay, in the issue's order.
+var relaySpecs = []relaySpec{
+	{"a", "direct", "the client calls the driver's socket itself"},
+	{"b", "passthrough", "csi-gateway, validation off, logging at error, no tracing (admin listener on, for /metrics: it is off the call path)"},
+	{"c", "full", "csi-gateway, validation enforce, info log of every call to a file, tracing sampled at 1.0 (stdout exporter into a pipe), metrics"},
+	{"d", "haproxy", "haproxy, mode http, proto h2 on the listening and the driver's socket"},
+	{"e", "socat", "socat UNIX-LISTEN,fork to UNIX-CONNECT: a byte relay, one process per connection"},
+}
+
+// relay is a running relay (or the direct path) and the client connection the load uses.
+type relay struct {
+	relaySpec
+	socket string
+	proc   *process // nil for direct, and for a relay not installed
+	// missing says why the relay is not measured ("not installed"); empty when it is.
+	missing string
+	// admin is the gateway's admin listener (host:port), for go_memstats_mallocs_total.
+	admin string
+	// scrapeMallocs is what one /metrics scrape allocates in the gateway, taken off each window.
+	scrapeMallocs float64
+	// spans counts the spans the full gateway's stdout exporter wrote.
+	spans *lineCounter
+	// ready is how long after exec the relay answered its first Probe.
+	ready   time.Duration
+	rssIdle int64
+	conn    *grpc.ClientConn
+	clients clients
+}
+
+// readyTimeout bounds how long a relay may take to answer its first Probe.
+const readyTimeout = 20 * time.Second
+
+// gatewayConfig is the part of the gateway's configuration both gateways share: one socket, the
+// driver behind it for every method, the admin listener, a short drain.
+const gatewayConfig = `listeners:
+  - endpoint: unix://%s
+backends:
+  driver:
+    type: grpc
+    target: unix://%s
+routes:
+  - {methods: ["*"], backend: driver}
+admin: {listen: "%s"}
+shutdown: {grace: 1s}
+`
+
+// passthroughFeatures turns every optional feature off.
+const passthroughFeatures = `validation: "off"
+logging: {level: error, format: json}
+tracing: {exporter: none}
+`
+
+// fullFeatures turns every feature on. The gateway has no in-memory span exporter; the
+// stdout one (JSON, one span a line) is the only one that needs no collector.
+const fullFeatures = `validation: enforce
+logging: {level: info, format: json}
+tracing: {exporter: stdout, sampleRatio: 1.0}
+`
+
+// haproxyConfig relays HTTP/2 from the listening socket to the driver's.
+const haproxyConfig = `global
+    maxconn 1000
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 1m
+    timeout server 1m
+frontend csi
+    bind unix@%s proto h2
+    default_backend driver
+backend driver
+    server driver unix@%s proto h2
+`
+
+// startRelay starts spec's relay in front of the driver on backendSocket, waits until it
+// answers Probe, and connects the load's client to it. gateway is the csi-gateway binary;
+// tools maps haproxy and socat to their paths ("" when not installed).
+func startRelay(ctx context.Context, spec relaySpec, dir, backendSocket, gateway string, tools map[string]string) (*relay, error) {
+	r := &relay{relaySpec: spec, socket: filepath.Join(dir, spec.name+".sock")}
+	var err error
+	switch spec.name {
+	case "direct":
+		r.socket = backendSocket
+	case "passthrough", "full":
+		err = r.startGateway(dir, backendSocket, gateway)
+	case "haproxy":
+		if tools["haproxy"] == "" {
+			r.missing = "not installed"
+			return r, nil
+		}
+		cfg := filepath.Join(dir, "haproxy.cfg")
+		if err = os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, r.socket, backendSocket), 0o600); err == nil {
+			r.proc, err = startProcess(dir, spec.name, nil, nil, tools["haproxy"], "-db", "-f", cfg)
+		}
+	case "socat":
+		if tools["socat"] == "" {
+			r.missing = "not installed"
+			return r, nil
+		}
+		r.proc, err = startProcess(dir, spec.name, nil, nil, tools["socat"],
+			"UNIX-LISTEN:"+r.socket+",fork", "UNIX-CONNECT:"+backendSocket)
+	default:
+		err = fmt.Errorf("no relay %q", spec.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.proc != nil {
+		if r.ready, err = awaitProbe(ctx, r.proc, r.socket, readyTimeout); err != nil {
+			r.stop()
+			return nil, err
+		}
+	}
+	if err := r.connect(ctx); err != nil {
+		r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *relay) startGateway(dir, backendSocket, gateway string) error {
+	admin, err := freeLoopbackAddress()
+	if err != nil {
+		return err
+	}
+	r.admin = admin
+	features, stdout := passthroughFeatures, io.Writer(nil)
+	if r.name == "full" {
+		r.spans = &lineCounter{}
+		features, stdout = fullFeatures, r.spans
+	}
+	cfg := filepath.Join(dir, r.name+".yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, gatewayConfig+features, r.socket, backendSocket, admin), 0o600); err != nil {
+		return err
+	}
+	r.proc, err = startProcess(dir, r.name, stdout, nil, gateway, "serve", "--config", cfg)
+	return err
+}
+
+// connect opens the load's connection, makes one call on it (so the relay's idle memory
+// includes a connection), then records the relay's idle RSS and what a /metrics scrape costs.
+func (r *relay) connect(ctx context.Context) error {
+	conn, err := dial(r.socket)
+	if err != nil {
+		return err
+	}
+	r.conn, r.clients = conn, newClients(conn)
+	if err := callProbe(ctx, r.clients, probeRequest(0)); err != nil {
+		return fmt.Errorf("%s: Probe: %w", r.name, err)
+	}
+	if r.proc == nil {
+		return nil
+	}
+	time.Sleep(100 * time.Millisecond) // let the start-up garbage be collected
+	if r.rssIdle, _, err = treeMemory(r.proc.pid()); err != nil {
+		return err
+	}
+	if r.admin != "" {
+		r.scrapeMallocs, err = scrapeCost(ctx, r.admin)
+	}
+	return err
+}
+
+// stop closes the connection and stops the relay's process.
+func (r *relay) stop() {
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	if r.proc != nil {
+		r.proc.stop()
+	}
+}
+
+// freeLoopbackAddress returns a 127.0.0.1 port that was free a moment ago.
+func freeLoopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
