@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -88,8 +89,8 @@ func parseExt4Size(sb []byte) (int64, error) {
 	if le.Uint32(sb[sbFeatureIncompat:])&incompat64Bit != 0 {
 		blocks |= uint64(le.Uint32(sb[sbBlocksCountHi:])) << 32
 	}
-	if blocks > 1<<47 {
-		return 0, fmt.Errorf("ext4 superblock gives %d blocks", blocks)
+	if blocks > 1<<47 || blocks > math.MaxInt64>>(10+logBS) { // the size must fit an int64
+		return 0, fmt.Errorf("ext4 superblock gives %d blocks of 2^%d KiB", blocks, logBS)
 	}
 	return int64(blocks) << (10 + logBS), nil
 }
