@@ -48,7 +48,7 @@ func (b *Backend) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	if a.status == http.StatusConflict {
 		return nil, b.errorf(backends.ClassAlreadyExists, rpc, "a snapshot named %q exists, not of volume %q", name, src)
 	}
-	return nil, b.classify(rpc, a)
+	return nil, b.createFailed(rpc, a)
 }
 
 // nameTakenElsewhere is ALREADY_EXISTS when a snapshot of another volume has the name. The

@@ -83,7 +83,20 @@ func (b *Backend) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if a.status == http.StatusConflict {
 		return nil, b.errorf(backends.ClassUnavailable, rpc, "the CSP says a volume named %q exists (409) but does not find it by name; retry", req.GetName())
 	}
-	return nil, b.classify(rpc, a)
+	return nil, b.createFailed(rpc, a)
+}
+
+// createFailed classifies a failed create that a lookup did not find. A server error does
+// not say the object was not made (truenas-csp answers 404 to lookups while its array times
+// out, then 500 to the create of a name that exists): UNAVAILABLE, so that the orchestrator
+// retries under the same name rather than giving up on an object that may exist.
+func (b *Backend) createFailed(rpc string, a answer) error {
+	err := b.classify(rpc, a)
+	if err.Class == backends.ClassInternal {
+		err.Class = backends.ClassUnavailable
+		err.Message += " (the create may have happened: retry it under the same name)"
+	}
+	return err
 }
 
 // source is a CreateVolume's content source, resolved on the CSP.
