@@ -23,6 +23,8 @@ type CSPConfig struct {
 	// theirs (`csi-gateway initiators --write DIR`), read first.
 	Nodes        []CSPNodeConfig `mapstructure:"nodes"`
 	NodeRegistry string          `mapstructure:"nodeRegistry"`
+	// MutableParameters are the config keys the CSP lets a volume change; empty: the profile's.
+	MutableParameters []string `mapstructure:"mutableParameters"`
 	// PlaintextHTTP allows an http:// URL, over which the CSP's password and token travel in
 	// the clear: only for a CSP reached inside a trusted network (a Kubernetes Service).
 	PlaintextHTTP bool `mapstructure:"plaintextHTTP"`
@@ -36,7 +38,7 @@ type CSPNodeConfig struct {
 
 func (c CSPConfig) isZero() bool {
 	return c.Profile == "" && c.ArrayIP == "" && c.DriverName == "" && c.AccessProtocol == "" &&
-		len(c.Nodes) == 0 && c.NodeRegistry == "" && !c.PlaintextHTTP
+		len(c.Nodes) == 0 && c.NodeRegistry == "" && len(c.MutableParameters) == 0 && !c.PlaintextHTTP
 }
 
 // nodes returns the static initiators by node ID.
@@ -77,7 +79,8 @@ func validateCSP(key string, b BackendConfig) error {
 func cspConfig(b BackendConfig) csp.Config {
 	return csp.Config{URL: b.URLs[0], Profile: b.CSP.Profile, ArrayIP: b.CSP.ArrayIP,
 		UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile, RequestTimeout: b.RequestTimeout,
-		DriverName: b.CSP.DriverName, AccessProtocol: b.CSP.AccessProtocol, Nodes: b.CSP.nodes()}
+		DriverName: b.CSP.DriverName, AccessProtocol: b.CSP.AccessProtocol, Nodes: b.CSP.nodes(),
+		MutableParameters: b.CSP.MutableParameters}
 }
 
 // openCSP opens a rest backend that speaks the CSP protocol.

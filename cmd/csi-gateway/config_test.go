@@ -190,6 +190,12 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"negative quota", "tenancy: {ledger: /t.db, tenants: [{name: blue, maxVolumes: -1}]}", nil, "tenancy.tenants[0]: maxVolumes and maxBytes must not be negative"},
 		{"tenants without ledger", "tenancy: {tenants: [{name: blue}]}", nil, "tenancy.ledger: required with tenants"},
 		{"client without tenant among tenants", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c, key: /k, clientCA: /ca}, clients: [{cn: a, tenant: blue}, {cn: b}]}]\ntenancy: {ledger: /t.db, tenants: [{name: blue}]}", nil, "listeners[0].clients[1].tenant: required: other clients of listeners[0] have tenants"},
+		{"csp over http", "backends: {a: {type: rest, protocol: csp, urls: ['http://csp:8080'], auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.urls[0]: http:// would send the CSP's password and token in the clear"},
+		{"csp with a token", "backends: {a: {type: rest, protocol: csp, urls: ['https://csp'], auth: {bearerTokenFile: /t}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.auth: a CSP logs in with a user"},
+		{"csp with two urls", "backends: {a: {type: rest, protocol: csp, urls: ['https://a', 'https://b'], auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.urls: a csp backend has one URL"},
+		{"csp node twice", "backends: {a: {type: rest, protocol: csp, urls: ['https://a'], auth: {usernameFile: /u, passwordFile: /p}, csp: {nodes: [{id: n1, iqns: [x]}, {id: n1, iqns: [y]}]}}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.csp.nodes[1].id: "n1" is listed twice`},
+		{"csp keys on connect", "backends: {a: {type: rest, urls: ['https://a'], csp: {profile: hpe}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csp: only with protocol: csp"},
+		{"unknown protocol", "backends: {a: {type: rest, protocol: swordfish, urls: ['https://a']}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.protocol: "swordfish" is not connect or csp`},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
