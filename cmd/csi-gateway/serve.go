@@ -96,6 +96,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 			return fmt.Errorf("tenancy.ledger: %w", err)
 		}
 		defer ledger.Close()
+		metrics.WatchTenancy(ledger)
 		log.Info("tenancy on", "ledger", cfg.Tenancy.Ledger, "tenants", len(cfg.Tenancy.Tenants))
 	}
 	srv, err := proxy.NewServer(proxy.Options{

@@ -67,3 +67,23 @@ func (l *Ledger) bytesLeft(tenant string) (int64, bool) {
 	defer l.mu.Unlock()
 	return max(0, q.MaxBytes-l.usageOf(tenant).bytes), true
 }
+
+// Usage is what a tenant holds and may hold, for metrics.
+type Usage struct {
+	Volumes, Bytes int64 // recorded, and held by calls in flight
+	Quota          Quota
+}
+
+// Usage returns every configured or known tenant's usage.
+func (l *Ledger) Usage() map[string]Usage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]Usage, len(l.quotas))
+	for t, q := range l.quotas {
+		out[t] = Usage{Quota: q}
+	}
+	for t, u := range l.usage {
+		out[t] = Usage{Volumes: u.volumes, Bytes: u.bytes, Quota: l.quotas[t]}
+	}
+	return out
+}
