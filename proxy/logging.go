@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/auth"
@@ -75,10 +74,10 @@ func payloadAttrs(call *Call, req proto.Message, r *Redactor) []slog.Attr {
 	scrub := call.secrets(r)
 	var out []slog.Attr
 	if req != nil {
-		out = append(out, slog.String("request", scrub.Scrub(protojson.Format(r.Redact(req)))))
+		out = append(out, slog.String("request", scrub.Scrub(r.JSON(req))))
 	}
 	if resp, err := call.DecodedResponse(); err == nil && resp != nil {
-		out = append(out, slog.String("response", scrub.Scrub(protojson.Format(r.Redact(resp)))))
+		out = append(out, slog.String("response", scrub.Scrub(r.JSON(resp))))
 	}
 	return out
 }

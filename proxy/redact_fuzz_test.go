@@ -75,6 +75,13 @@ func FuzzRedact(f *testing.F) {
 				t.Fatalf("canary in %s of the redacted message: %q", name, s)
 			}
 		}
+		j := r.JSON(m)
+		if strings.Contains(j, canary) {
+			t.Fatalf("canary in JSON: %q", j)
+		}
+		if want, err := protojson.Marshal(out); err == nil {
+			sameJSON(t, j, string(want))
+		}
 		if !proto.Equal(m, orig) {
 			t.Fatalf("Redact modified its input")
 		}

@@ -36,6 +36,7 @@ type redactStep struct {
 type redactPlan struct {
 	md         protoreflect.MessageDescriptor
 	steps      []redactStep
+	byIndex    []*redactStep // by field index: the field's step, nil for a field taken as it is
 	secret     bool // a secret is reachable from this type: SecretValues has work to do
 	extensible bool // the type has extension ranges: populated extensions are cleared
 }
@@ -89,6 +90,12 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 				next := plans[index[fieldMessage(fd).FullName()]]
 				p.steps = append(p.steps, redactStep{fd: fd, act: redactDescend, next: next})
 			}
+		}
+	}
+	for _, p := range plans {
+		p.byIndex = make([]*redactStep, p.md.Fields().Len())
+		for i := range p.steps {
+			p.byIndex[p.steps[i].fd.Index()] = &p.steps[i]
 		}
 	}
 	for changed := true; changed; {
