@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/pem"
 	"fmt"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -36,13 +34,7 @@ func TestCSPPublishThroughNodeRegistry(t *testing.T) {
 	}
 	iqn := strings.Trim(strings.SplitN(strings.SplitN(string(out), `iqns: [`, 2)[1], "]", 2)[0], `"`)
 
-	fake, err := cspfake.New(cspfake.Options{Username: "csi", Password: cspCanaryPassword, Validate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewTLSServer(fake)
-	defer srv.Close()
-	ca := writeFile(t, filepath.Join(dir, "ca.pem"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	fake, csp := startFakeCSP(t, dir, cspfake.Options{Profile: cspfake.ProfileHPE})
 	endpoint := "unix://" + filepath.Join(dir, "csi.sock")
 	testutil.Start(t, "serve", "--config", writeFile(t, filepath.Join(dir, "gateway.yaml"), fmt.Sprintf(`listeners: [{endpoint: %q}]
 backends:
@@ -54,7 +46,7 @@ backends:
     auth: {usernameFile: %s, passwordFile: %s}
     csp: {profile: hpe, nodeRegistry: %s}
 routes: [{methods: ["*"], backend: array}]
-`, endpoint, srv.URL, ca, writeFile(t, filepath.Join(dir, "user"), "csi"), writeFile(t, filepath.Join(dir, "password"), cspCanaryPassword), registry)))
+`, endpoint, csp.url, csp.ca, csp.user, csp.password, registry)))
 	ctl := csi.NewControllerClient(testutil.Dial(t, endpoint))
 	ctx := callCtx(t)
 	mount := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},

@@ -23,6 +23,27 @@ import (
 // span, metric or error message of the gateway.
 const cspCanaryPassword = "CANARY-array-password-7c2d"
 
+// fakeCSP is where a gateway finds a fake CSP: its URL, the CA file that verifies it (as
+// example.com) and the credentials files.
+type fakeCSP struct{ url, ca, user, password string }
+
+// startFakeCSP serves a fake CSP with opts over TLS on loopback until the test ends, and
+// writes its CA and the user's credentials (user "csi", cspCanaryPassword) into dir.
+func startFakeCSP(t *testing.T, dir string, opts cspfake.Options) (*cspfake.Fake, fakeCSP) {
+	t.Helper()
+	opts.Username, opts.Password, opts.Validate = "csi", cspCanaryPassword, true
+	fake, err := cspfake.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(fake)
+	t.Cleanup(srv.Close)
+	return fake, fakeCSP{url: srv.URL,
+		ca:       writeFile(t, filepath.Join(dir, "csp-ca.pem"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))),
+		user:     writeFile(t, filepath.Join(dir, "username"), "csi\n"),
+		password: writeFile(t, filepath.Join(dir, "password"), cspCanaryPassword+"\n")}
+}
+
 // TestCSPSanity runs csi-sanity's identity and controller specs through the real gateway →
 // rest backend with protocol csp → the fake CSP (over TLS on loopback), once per quirk
 // profile: 0 failed. Node specs are skipped: a CSP is controller-only (the gateway routes
@@ -32,20 +53,12 @@ const cspCanaryPassword = "CANARY-array-password-7c2d"
 func TestCSPSanity(t *testing.T) {
 	testutil.SanityVariants(t, []string{"spec", "hpe", "truenas"}, func(t *testing.T, profile string) {
 		dir := t.TempDir()
-		opts := cspfake.Options{Profile: cspfake.Profile(profile), Username: "csi", Password: cspCanaryPassword, Validate: true}
+		opts := cspfake.Options{Profile: cspfake.Profile(profile)}
 		arrayIP := ""
 		if profile == "truenas" {
 			opts.ArrayIP, arrayIP = "192.0.2.10", "192.0.2.10"
 		}
-		fake, err := cspfake.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewTLSServer(fake)
-		defer srv.Close()
-		ca := writeFile(t, filepath.Join(dir, "csp-ca.pem"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
-		user := writeFile(t, filepath.Join(dir, "username"), "csi\n")
-		password := writeFile(t, filepath.Join(dir, "password"), cspCanaryPassword+"\n")
+		fake, csp := startFakeCSP(t, dir, opts)
 		// The node side: a CSP has none, so a node driver written here tells csi-sanity the
 		// node's ID (no topology, no staging) and accepts the cleanup's unpublish.
 		node := startTestDriver(t, dir, "node.sock", func(_ context.Context, c *driverCall, send func([]byte) error) error {
@@ -79,7 +92,7 @@ routes:
 logging: {level: debug}
 admin: {listen: %q}
 tracing: {exporter: stdout, sampleRatio: 1}
-`, endpoint, srv.URL+"/csp", ca, user, password, profile, arrayIP, node.Endpoint, admin)))
+`, endpoint, csp.url+"/csp", csp.ca, csp.user, csp.password, profile, arrayIP, node.Endpoint, admin)))
 		testutil.Dial(t, endpoint)
 
 		cfg := testutil.ApplianceSanityConfig(dir, endpoint, "mount")
