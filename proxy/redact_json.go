@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/base64"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -61,7 +62,50 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan
 		first = false
 		b = appendJSONString(b, fd.JSONName())
 		b = append(b, ':')
+		if gm, ok := goStringMap(m, p, i); ok {
+			b = r.appendStringMap(b, gm, step)
+			continue
+		}
 		b = r.appendField(b, fd, m.Get(fd), step)
+	}
+	return append(b, '}')
+}
+
+// goStringMap returns the Go map behind field i of m when p knows it is a map<string,
+// string> of m's generated struct.
+func goStringMap(m protoreflect.Message, p *redactPlan, i int) (map[string]string, bool) {
+	if p.goType == nil || p.stringMaps[i] < 0 {
+		return nil, false
+	}
+	v := reflect.ValueOf(m.Interface())
+	if v.Type().Elem() != p.goType {
+		return nil, false
+	}
+	return v.Elem().Field(p.stringMaps[i]).Interface().(map[string]string), true
+}
+
+// appendStringMap appends a map<string, string> field read from its Go map, keys sorted as
+// protojson sorts them, redacted by step.
+func (r *Redactor) appendStringMap(b []byte, gm map[string]string, step *redactStep) []byte {
+	keys := make([]string, 0, len(gm))
+	for k := range gm {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		switch {
+		case step != nil && step.act == redactAll,
+			step != nil && step.act == redactContext && !r.cfg.safeContextKeys[k]:
+			b = appendJSONString(b, RedactedValue)
+		default:
+			b = appendJSONString(b, gm[k])
+		}
 	}
 	return append(b, '}')
 }
@@ -128,11 +172,10 @@ func appendRedacted(b []byte, fd protoreflect.FieldDescriptor) []byte {
 // appendSingle appends one value of fd's kind (a map value or list element included).
 func (r *Redactor) appendSingle(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value, step *redactStep) []byte {
 	if k := fd.Kind(); k == protoreflect.MessageKind || k == protoreflect.GroupKind {
-		next := r.planFor(v.Message().Descriptor())
 		if step != nil && step.next != nil {
-			next = step.next
+			return r.appendMessage(b, v.Message(), step.next)
 		}
-		return r.appendMessage(b, v.Message(), next)
+		return r.appendMessage(b, v.Message(), r.planFor(v.Message().Descriptor()))
 	}
 	return appendScalar(b, fd, v)
 }
