@@ -38,9 +38,9 @@ type redactStep struct {
 // field has a step, because unknown fields are dropped at every depth. Plans are immutable
 // once compiled and may form cycles (recursive messages).
 type redactPlan struct {
-	md         protoreflect.MessageDescriptor
-	steps      []redactStep
-	byIndex    []*redactStep // by field index: the field's step, nil for a field taken as it is
+	md      protoreflect.MessageDescriptor
+	steps   []redactStep
+	byIndex []*redactStep // by field index: the field's step, nil for a field taken as it is
 	// goType is the generated Go struct of md (nil for other implementations), and
 	// stringMaps, by field index, the index in it of each map<string, string> field (-1 for
 	// others): Redactor.JSON reads those Go maps directly, which protoreflect's map access
