@@ -21,7 +21,7 @@ FUZZTIME_SHORT ?= 3s
 .PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/csi-gateway (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
@@ -99,10 +99,10 @@ HELM_CHART  := deploy/helm/csi-gateway
 
 .PHONY: e2e deploy-lint
 
-e2e: build ## Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
+# The test builds its own csi-gateway binary from this tree (bin/ is left alone).
+e2e: ## Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
 	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
-	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) CSIGW_E2E_GATEWAY=$(CURDIR)/$(BIN) \
-	  $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
+	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
 
 deploy-lint: ## helm lint + template of every deployment, kustomize build of every overlay
 	@$(E2E_COMPONENTS) helm
@@ -116,3 +116,8 @@ deploy-lint: ## helm lint + template of every deployment, kustomize build of eve
 	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort); do \
 	  echo "kustomize build: $$k"; kubectl kustomize $$k >/dev/null || exit 1; \
 	done
+	@if command -v systemd-analyze >/dev/null; then \
+	  echo "systemd-analyze verify: deploy/systemd/csi-gateway.service"; \
+	  d=$$(mktemp -d); sed 's#^ExecStart=/usr/local/bin/csi-gateway#ExecStart=/bin/true#' deploy/systemd/csi-gateway.service >$$d/csi-gateway.service; \
+	  systemd-analyze verify $$d/csi-gateway.service; rc=$$?; rm -rf $$d; exit $$rc; \
+	fi

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Builds the real orchestrator components make e2e drives, from the Go module proxy, pinned to
+# exact versions (see /work/shared/E2E-RECIPES.md and DEPENDENCIES.md: the proxy is a filtered
+# mirror, @latest and `go install pkg@version` fail for most of these). Each binary is built
+# once into $CACHE/bin/NAME-VERSION and reused by later runs; the scratch modules live in
+# $CACHE/src. Builds run one at a time, at the lowest CPU priority.
+#
+#   build-components.sh [NAME...]     NAME: etcd kube-apiserver kube-controller-manager
+#                                     csi-provisioner csi-attacher nomad helm
+#                                     cert-manager-crds (default: all)
+#   build-components.sh --path NAME   where NAME's binary (or directory) is
+#
+# Prints nothing for a cached binary; for a build, one line with its wall time.
+set -euo pipefail
+
+CACHE=${CSIGW_E2E_CACHE:-${HOME}/.cache/csi-gateway-e2e}
+GO=${GO:-go}
+NICE=${NICE:-nice -n 19}
+
+ETCD_VERSION=v3.5.17
+K8S_VERSION=v1.31.4
+PROVISIONER_VERSION=v5.1.0
+ATTACHER_VERSION=v4.13.0
+NOMAD_VERSION=v1.9.3
+NOMAD_API_VERSION=v0.0.0-20241111163541-d92bf1014886 # the commit of the v1.9.3 tag
+HELM_VERSION=v3.16.3
+CERT_MANAGER_VERSION=v1.16.2 # only its CRDs, for the server-side dry run of Certificates
+
+mkdir -p "$CACHE/bin" "$CACHE/src"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+
+# modfile MODULE VERSION: the path of the upstream go.mod in the module cache (downloading it).
+modinfo() { $GO mod download -json "$1@$2" | sed -n "s/^\t\"$3\": \"\(.*\)\",\?$/\1/p"; }
+
+# scratch NAME MODULE VERSION: a module of our own whose go.mod is the upstream one renamed,
+# with the upstream module required, so its replace directives and pins apply to our build.
+scratch() {
+  local name=$1 mod=$2 ver=$3 dir=$CACHE/src/$1-$3
+  mkdir -p "$dir"
+  local gomod dir_up
+  gomod=$(modinfo "$mod" "$ver" GoMod)
+  dir_up=$(modinfo "$mod" "$ver" Dir)
+  sed "s#^module .*#module ${name//-/}build#" "$gomod" >"$dir/go.mod"
+  cp "$dir_up/go.sum" "$dir/go.sum" 2>/dev/null || true
+  chmod u+w "$dir/go.mod" "$dir/go.sum"
+  printf '\nrequire %s %s\n' "$mod" "$ver" >>"$dir/go.mod"
+  echo "$dir"
+}
+
+timed() { # timed NAME VERSION CMD...: run CMD, say how long it took
+  local start=$SECONDS
+  "${@:3}" || { echo "build-components.sh: building $1 $2 failed" >&2; return 1; }
+  echo "built $1 $2 in $((SECONDS - start))s"
+}
+
+build_etcd() {
+  local out=$CACHE/bin/etcd-$ETCD_VERSION dir=$CACHE/src/etcd-$ETCD_VERSION
+  [[ -x $out ]] && return
+  mkdir -p "$dir"
+  printf 'module etcdbuild\n\ngo 1.23\n' >"$dir/go.mod"
+  (cd "$dir" && $GO get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 &&
+    timed etcd $ETCD_VERSION $NICE $GO build -trimpath -o "$out.tmp" go.etcd.io/etcd/server/v3) && mv "$out.tmp" "$out"
+}
+
+# The Kubernetes module replaces its staging modules with ./staging/...; a scratch module
+# replaces each with its published v0.X.Y instead.
+k8s_module() {
+  local dir=$CACHE/src/kubernetes-$K8S_VERSION
+  if [[ ! -f $dir/.ready ]]; then
+    mkdir -p "$dir"
+    local gomod minor=${K8S_VERSION#v1.}
+    gomod=$(modinfo k8s.io/kubernetes "$K8S_VERSION" GoMod)
+    {
+      printf 'module kubernetesbuild\n\ngo 1.23\n\nrequire k8s.io/kubernetes %s\n\n' "$K8S_VERSION"
+      grep '=> ./staging' "$gomod" | awk -v v="v0.$minor" '{print "replace " $1 " => " $1 " " v}'
+    } >"$dir/go.mod"
+    printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' >"$dir/tools.go"
+    (cd "$dir" && $NICE $GO mod tidy >/dev/null) && touch "$dir/.ready"
+  fi
+  echo "$dir"
+}
+
+k8s_ldflags() {
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+}
+
+build_k8s() { # build_k8s kube-apiserver|kube-controller-manager
+  local out=$CACHE/bin/$1-$K8S_VERSION dir
+  [[ -x $out ]] && return
+  dir=$(k8s_module)
+  (cd "$dir" && timed "$1" $K8S_VERSION $NICE $GO build -trimpath -ldflags "$(k8s_ldflags)" -o "$out.tmp" "k8s.io/kubernetes/cmd/$1") && mv "$out.tmp" "$out"
+}
+
+build_copy() { # build_copy NAME MODULE VERSION PACKAGE [LDFLAGS]
+  local out=$CACHE/bin/$1-$3 dir
+  [[ -x $out ]] && return
+  dir=$(scratch "$1" "$2" "$3")
+  (cd "$dir" && timed "$1" "$3" $NICE $GO build -trimpath -ldflags "-s -w ${5:-}" -o "$out.tmp" "$4") && mv "$out.tmp" "$out"
+}
+
+# What upstream's Makefile sets: the version, and the Kubernetes version `helm lint` and
+# `helm template` assume (the client-go it is built with: 1.31 for helm 3.16).
+helm_ldflags() {
+  local p=helm.sh/helm/v3
+  echo "-X $p/internal/version.version=$HELM_VERSION -X $p/pkg/lint/rules.k8sVersionMajor=1 -X $p/pkg/lint/rules.k8sVersionMinor=31 -X $p/pkg/chartutil.k8sVersionMajor=1 -X $p/pkg/chartutil.k8sVersionMinor=31"
+}
+
+build_nomad() {
+  local out=$CACHE/bin/nomad-$NOMAD_VERSION dir
+  [[ -x $out ]] && return
+  dir=$(scratch nomad github.com/hashicorp/nomad "$NOMAD_VERSION")
+  # The api module is nested in the nomad repository and not in its module zip.
+  sed -i "s#github.com/hashicorp/nomad/api => ./api\$#github.com/hashicorp/nomad/api => github.com/hashicorp/nomad/api $NOMAD_API_VERSION#" "$dir/go.mod"
+  # cgo: the exec driver's libcontainer (runc) needs it, as upstream's build does.
+  (cd "$dir" && CGO_ENABLED=1 timed nomad $NOMAD_VERSION $NICE $GO build -trimpath -ldflags "-s -w" -o "$out.tmp" github.com/hashicorp/nomad) && mv "$out.tmp" "$out"
+}
+
+# cert-manager's CRDs as plain manifests: the module's deploy/crds sources carry Helm
+# markers, in comments and in the label values, which are dropped.
+build_cert_manager_crds() {
+  local out=$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION dir f
+  [[ -f $out/.ready ]] && return
+  dir=$(modinfo github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" Dir)
+  mkdir -p "$out"
+  for f in certificates issuers clusterissuers; do
+    grep -v "'{{" "$dir/deploy/crds/crd-$f.yaml" >"$out/$f.yaml"
+  done
+  touch "$out/.ready"
+}
+
+build() {
+  case $1 in
+  etcd) build_etcd ;;
+  kube-apiserver | kube-controller-manager) build_k8s "$1" ;;
+  csi-provisioner) build_copy csi-provisioner github.com/kubernetes-csi/external-provisioner/v5 $PROVISIONER_VERSION github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner ;;
+  csi-attacher) build_copy csi-attacher github.com/kubernetes-csi/external-attacher/v4 $ATTACHER_VERSION github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher ;;
+  nomad) build_nomad ;;
+  cert-manager-crds) build_cert_manager_crds ;;
+  helm) build_copy helm helm.sh/helm/v3 $HELM_VERSION helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
+  *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
+  esac
+}
+
+# path NAME: where the binary of NAME at its pinned version is (for the e2e harness).
+path() {
+  case $1 in
+  etcd) echo "$CACHE/bin/etcd-$ETCD_VERSION" ;;
+  kube-apiserver | kube-controller-manager) echo "$CACHE/bin/$1-$K8S_VERSION" ;;
+  csi-provisioner) echo "$CACHE/bin/csi-provisioner-$PROVISIONER_VERSION" ;;
+  csi-attacher) echo "$CACHE/bin/csi-attacher-$ATTACHER_VERSION" ;;
+  nomad) echo "$CACHE/bin/nomad-$NOMAD_VERSION" ;;
+  helm) echo "$CACHE/bin/helm-$HELM_VERSION" ;;
+  cert-manager-crds) echo "$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION" ;;
+  esac
+}
+
+ALL=(cert-manager-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad)
+if [[ ${1:-} == --path ]]; then path "$2"; exit; fi
+for c in "${@:-${ALL[@]}}"; do build "$c"; done
