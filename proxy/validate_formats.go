@@ -78,17 +78,11 @@ func checkCapacityRange(c *checker, m protoreflect.Message, path string) {
 	}
 }
 
-// checkTopologyRequirement: requisite or preferred is set, and with requisite every preferred
-// topology is one of the requisite ones.
+// checkTopologyRequirement: with requisite, every preferred topology is one of the requisite
+// ones. A requirement with neither is taken for no requirement at all (see emptyTopology).
 func checkTopologyRequirement(c *checker, m protoreflect.Message, path string) {
 	tr, ok := m.Interface().(*csi.TopologyRequirement)
-	if !ok {
-		return
-	}
-	if len(tr.GetRequisite()) == 0 {
-		if len(tr.GetPreferred()) == 0 {
-			c.add("%s must set requisite or preferred", at(path, ""))
-		}
+	if !ok || len(tr.GetRequisite()) == 0 {
 		return
 	}
 	requisite := make(map[string]bool, len(tr.GetRequisite()))
@@ -101,6 +95,14 @@ func checkTopologyRequirement(c *checker, m protoreflect.Message, path string) {
 			return
 		}
 	}
+}
+
+// hasTopologyRequirement reports whether tr requires anything. The spec says a requirement
+// sets requisite or preferred, but Nomad 1.9 sends an empty one for a volume without a
+// topology_request; it constrains nothing, so the gateway treats it as absent rather than
+// refuse every such CreateVolume.
+func hasTopologyRequirement(tr *csi.TopologyRequirement) bool {
+	return len(tr.GetRequisite()) > 0 || len(tr.GetPreferred()) > 0
 }
 
 // topologyKey is a canonical form of a segments map, to compare topologies in a set.

@@ -99,7 +99,7 @@ func gateRequest(method string, req proto.Message, caps capView) []violation {
 	single := ctrlCap(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
 	switch r := req.(type) {
 	case *csi.CreateVolumeRequest:
-		if ref := pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS); r.GetAccessibilityRequirements() != nil && caps.lacks(ref.kind, ref.cap) {
+		if ref := pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS); hasTopologyRequirement(r.GetAccessibilityRequirements()) && caps.lacks(ref.kind, ref.cap) {
 			invalid("accessibility_requirements", ref)
 		}
 		if ref := ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT); r.GetVolumeContentSource().GetSnapshot() != nil && caps.lacks(ref.kind, ref.cap) {
@@ -121,7 +121,7 @@ func gateRequest(method string, req proto.Message, caps capView) []violation {
 			invalid("accessible_topology", ref)
 		}
 	case *csi.CreateSnapshotRequest:
-		if ref := pluginCap(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS); r.GetAccessibilityRequirements() != nil && caps.lacks(ref.kind, ref.cap) {
+		if ref := pluginCap(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS); hasTopologyRequirement(r.GetAccessibilityRequirements()) && caps.lacks(ref.kind, ref.cap) {
 			invalid("accessibility_requirements", ref)
 		}
 	case *csi.ControllerPublishVolumeRequest:

@@ -71,6 +71,10 @@ func gatingCases() []gatingCase {
 				r.AccessibilityRequirements = &csi.TopologyRequirement{Preferred: []*csi.Topology{valTopo("zone", "a")}}
 			}), code: codes.InvalidArgument,
 			fragment: `invalid CreateVolume request: accessibility_requirements must not be set: backend "fake" does not advertise the plugin capability VOLUME_ACCESSIBILITY_CONSTRAINTS`},
+		{name: "an empty accessibility_requirements (Nomad 1.9) without topology", drop: []capRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
+			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) {
+				r.AccessibilityRequirements = &csi.TopologyRequirement{}
+			})},
 		{name: "GetCapacity topology without topology", drop: []capRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
 			method: "/csi.v1.Controller/GetCapacity", code: codes.InvalidArgument, fragment: "accessible_topology must not be set"},
 		{name: "snapshot accessibility without the capability", drop: []capRef{p(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS)},

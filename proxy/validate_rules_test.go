@@ -115,8 +115,10 @@ func requestRuleCases() []validationCase {
 		}), codes.OK, ""},
 
 		// Topology.
+		// Nomad 1.9 sends an empty requirement for a volume without topology_request: taken
+		// for none, not refused.
 		{"empty topology requirement", cv, valCreateVolume(func(r *csi.CreateVolumeRequest) { r.AccessibilityRequirements = &csi.TopologyRequirement{} }),
-			codes.InvalidArgument, "accessibility_requirements must set requisite or preferred"},
+			codes.OK, ""},
 		{"preferred not requisite", cv, valCreateVolume(func(r *csi.CreateVolumeRequest) {
 			r.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{valTopo("zone", "a")}, Preferred: []*csi.Topology{valTopo("zone", "b")}}
 		}), codes.InvalidArgument, "accessibility_requirements.preferred[0] is not in accessibility_requirements.requisite"},
