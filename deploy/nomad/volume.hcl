@@ -19,9 +19,9 @@ mount_options {
 
 # Where the volume must be reachable. The reference appliance reports the topology key
 # topology.csi-gateway.io/zone (--zone, default zone-1). Keep this block: without it Nomad
-# (1.9) sends CreateVolume an empty accessibility_requirements, which the CSI spec forbids
-# ("either requisite or preferred or both MUST be specified") and the gateway, validating
-# requests (validation: enforce), refuses with INVALID_ARGUMENT.
+# (1.9) sends CreateVolume an empty accessibility_requirements, which the CSI spec forbids.
+# The gateway lets it through as "no requirement", but the reference appliance, strict to the
+# spec, refuses it with INVALID_ARGUMENT.
 topology_request {
   required {
     topology {
