@@ -53,7 +53,7 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return nil, prefixErrors("backends."+name+".", err)
+		return nil, PrefixErrors("backends."+name+".", err)
 	}
 	urls := make([]baseURL, len(cfg.URLs))
 	for i, raw := range cfg.URLs {
@@ -102,8 +102,8 @@ func NewHTTPClient(name string, opts ...Option) *http.Client {
 	return &client
 }
 
-// prefixErrors puts prefix before each of the joined errors in err.
-func prefixErrors(prefix string, err error) error {
+// PrefixErrors puts prefix before each of the joined errors in err.
+func PrefixErrors(prefix string, err error) error {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {

@@ -139,7 +139,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 	case err != nil:
 		c.failed, c.lastCause = true, withoutURL(err)
 		c.lastClass, c.lastMsg = describeTransport(c.b.name, c.b.urls[c.used].display, err, c.timeout)
-		retry = retryableTransport(err)
+		retry = RetryableTransport(err)
 		if failover(err) {
 			c.next = (c.used + 1) % len(c.b.urls)
 		}
@@ -156,7 +156,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		c.failed, c.lastCause = true, nil
 		c.lastClass, c.lastMsg = describeAnswer(c.b.name, c.m.path, c.b.urls[c.used].display, resp.StatusCode, resp.Header.Get("Content-Type"), body)
-		retry = retryableStatus(resp.StatusCode) && !c.policy.failoverOnly
+		retry = RetryableStatus(resp.StatusCode) && !c.policy.failoverOnly
 	}
 	c.settle(false, false)
 	if !retry || c.attempts >= c.policy.maxAttempts {
@@ -166,7 +166,7 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		c.wait = 0
 		return true, nil
 	}
-	wait, ok := backoff(c.policy.minBackoff, c.policy.maxBackoff, c.attempts, resp)
+	wait, ok := Backoff(c.policy.minBackoff, c.policy.maxBackoff, c.attempts, resp)
 	if !ok {
 		c.stopped = fmt.Sprintf("the appliance asked to retry after %v, longer than backends.%s.retry.maxBackoff (%v)",
 			wait.Round(time.Second), c.b.name, c.policy.maxBackoff)

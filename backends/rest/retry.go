@@ -24,8 +24,8 @@ import (
 // wrong and stays wrong), never 500 or 501 (the appliance said the failure is final), and
 // never after the caller's context is done.
 
-// retryableStatus reports whether an HTTP answer with this status may be retried.
-func retryableStatus(status int) bool {
+// RetryableStatus reports whether an HTTP answer with this status may be retried.
+func RetryableStatus(status int) bool {
 	switch status {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
@@ -33,9 +33,9 @@ func retryableStatus(status int) bool {
 	return false
 }
 
-// retryableTransport reports whether an attempt that failed without an answer may be
+// RetryableTransport reports whether an attempt that failed without an answer may be
 // retried: everything but TLS failures that only a change of configuration can fix.
-func retryableTransport(err error) bool {
+func RetryableTransport(err error) bool {
 	switch transportKindOf(err) {
 	case kindCert, kindCertRefused, kindNotTLS, kindCredentials:
 		return false
@@ -47,16 +47,16 @@ func retryableTransport(err error) bool {
 // not be reached at all. A URL that answered, even with 503, stays in use until its circuit
 // opens (guard.go).
 func failover(err error) bool {
-	return err != nil && retryableTransport(err)
+	return err != nil && RetryableTransport(err)
 }
 
-// backoff returns how long to wait after the given number of attempts (1 or more) before
+// Backoff returns how long to wait after the given number of attempts (1 or more) before
 // the next one: exponential from lo, doubled per attempt, capped at hi, with jitter
 // (uniform in the upper half of the interval, and never below lo), so that gateways
 // retrying together spread out. A Retry-After of the answer is honoured: the wait is at
 // least that long. ok is false when Retry-After asks for longer than hi: the caller
 // should stop retrying rather than wait that long or come back too early.
-func backoff(lo, hi time.Duration, attempts int, resp *http.Response) (wait time.Duration, ok bool) {
+func Backoff(lo, hi time.Duration, attempts int, resp *http.Response) (wait time.Duration, ok bool) {
 	ceiling := lo
 	for i := 1; i < attempts && ceiling < hi; i++ {
 		if ceiling > hi/2 {

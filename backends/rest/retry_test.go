@@ -15,7 +15,7 @@ import (
 func TestRetryableStatus(t *testing.T) {
 	for status := 100; status < 600; status++ {
 		want := status == 429 || status == 502 || status == 503 || status == 504
-		if got := retryableStatus(status); got != want {
+		if got := RetryableStatus(status); got != want {
 			t.Errorf("retryableStatus(%d) = %v, want %v", status, got, want)
 		}
 	}
@@ -29,13 +29,13 @@ func TestBackoffBounds(t *testing.T) {
 			ceiling = lo << (attempts - 1) // 100ms, 200ms, ... 3.2s; then 5s
 		}
 		for range 200 {
-			wait, ok := backoff(lo, hi, attempts, nil)
+			wait, ok := Backoff(lo, hi, attempts, nil)
 			if !ok || wait < max(lo, ceiling/2) || wait > ceiling {
 				t.Fatalf("backoff after %d attempts = %v, %v; want %v..%v", attempts, wait, ok, max(lo, ceiling/2), ceiling)
 			}
 		}
 	}
-	if wait, ok := backoff(time.Second, time.Second, 3, nil); !ok || wait != time.Second {
+	if wait, ok := Backoff(time.Second, time.Second, 3, nil); !ok || wait != time.Second {
 		t.Errorf("backoff with min = max = 1s: %v, %v", wait, ok)
 	}
 }
@@ -61,7 +61,7 @@ func TestBackoffHonoursRetryAfter(t *testing.T) {
 		{"9223372036", 24 * time.Hour, false},
 	}
 	for _, tt := range tests {
-		wait, ok := backoff(10*time.Millisecond, 5*time.Second, 1, resp(tt.header))
+		wait, ok := Backoff(10*time.Millisecond, 5*time.Second, 1, resp(tt.header))
 		if ok != tt.ok || wait < tt.atLeast || wait < 10*time.Millisecond {
 			t.Errorf("Retry-After %q: %v, %v; want at least %v, %v", tt.header, wait, ok, tt.atLeast, tt.ok)
 		}

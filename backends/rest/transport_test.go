@@ -129,7 +129,7 @@ func TestDescribeTransport(t *testing.T) {
 					t.Errorf("message %q contains %q", e.Message, secret)
 				}
 			}
-			if got := retryableTransport(tt.err); got != tt.retry {
+			if got := RetryableTransport(tt.err); got != tt.retry {
 				t.Errorf("retryableTransport = %v, want %v", got, tt.retry)
 			}
 		})

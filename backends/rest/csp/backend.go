@@ -2,8 +2,6 @@ package csp
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sync/atomic"
@@ -34,7 +32,7 @@ var _ backends.Backend = (*Backend)(nil)
 func New(name string, cfg Config, opts ...rest.Option) (*Backend, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return nil, prefixed("backends."+name+".", err)
+		return nil, rest.PrefixErrors("backends."+name+".", err)
 	}
 	p, _ := profileNamed(cfg.Profile)
 	b := &Backend{name: name, cfg: cfg, profile: p, client: rest.NewHTTPClient(name, opts...)}
@@ -42,15 +40,6 @@ func New(name string, cfg Config, opts ...rest.Option) (*Backend, error) {
 		username: rest.NewSecretFile("backends."+name+".auth.usernameFile", cfg.UsernameFile),
 		password: rest.NewSecretFile("backends."+name+".auth.passwordFile", cfg.PasswordFile)}
 	return b, nil
-}
-
-// prefixed puts prefix before each of the joined errors in err.
-func prefixed(prefix string, err error) error {
-	var errs []error
-	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		errs = append(errs, fmt.Errorf("%s%w", prefix, e))
-	}
-	return errors.Join(errs...)
 }
 
 // Unary serves one call: it decodes the request, runs the RPC's handler (handlers.go) and

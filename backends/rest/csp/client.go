@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -44,7 +42,7 @@ func (b *Backend) do(ctx context.Context, r request, out any) (answer, error) {
 	for attempt := 1; ; attempt++ {
 		a, err := b.send(ctx, r, tok, out)
 		if err != nil {
-			if r.idempotent && attempt < defaultMaxAttempts && ctx.Err() == nil && b.pause(ctx, backoff(attempt)) {
+			if r.idempotent && a.cause != nil && rest.RetryableTransport(a.cause) && attempt < defaultMaxAttempts && b.retryAfter(ctx, attempt, nil) {
 				continue
 			}
 			return a, err
@@ -56,7 +54,7 @@ func (b *Backend) do(ctx context.Context, r request, out any) (answer, error) {
 			}
 			continue
 		}
-		if r.idempotent && transientStatus(a.status) && attempt < defaultMaxAttempts && b.pause(ctx, retryAfter(a, attempt)) {
+		if r.idempotent && rest.RetryableStatus(a.status) && attempt < defaultMaxAttempts && b.retryAfter(ctx, attempt, a.resp) {
 			continue
 		}
 		return a, nil
@@ -105,20 +103,18 @@ func (b *Backend) send(ctx context.Context, r request, tok string, out any) (ans
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return a, b.contextError(r.rpc, ctxErr)
 		}
+		a.cause = err
 		return a, b.errorf(backends.ClassUnavailable, r.rpc, "%s %s: cannot reach the CSP at %s: %s",
 			r.method, a.path, b.cfg.URL, rest.Clean(err.Error(), 256))
 	}
 	defer resp.Body.Close()
-	a.status, a.contentType = resp.StatusCode, resp.Header.Get("Content-Type")
+	a.status, a.contentType, a.resp = resp.StatusCode, resp.Header.Get("Content-Type"), resp
 	a.body, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return a, b.contextError(r.rpc, ctxErr)
 		}
 		return a, b.errorf(backends.ClassUnavailable, r.rpc, "%s %s: the answer broke off: %s", r.method, a.path, rest.Clean(err.Error(), 256))
-	}
-	if retry := resp.Header.Get("Retry-After"); retry != "" {
-		a.retryAfter = retry
 	}
 	if a.status/100 == 2 && out != nil && a.status != http.StatusNoContent {
 		if err := json.Unmarshal(a.body, out); err != nil {
@@ -137,20 +133,17 @@ func (b *Backend) contextError(rpc string, err error) *backends.Error {
 	return &backends.Error{Class: backends.ClassCanceled, Message: fmt.Sprintf("backend %q: %s: the caller went away", b.name, rpc), Cause: err}
 }
 
-// transientStatus reports the answers an idempotent request is retried on.
-func transientStatus(status int) bool {
-	switch status {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
+// retryAfter waits before attempt+1 as the rest backend does (rest.Backoff: exponential with
+// jitter, at least the answer's Retry-After), and reports whether to try again: not when the
+// CSP asks for longer than the backoff's bound, nor when the wait would outlast the call's
+// deadline (then the last answer stands, as UNAVAILABLE: a retry that cannot finish in time
+// is not worth starting).
+func (b *Backend) retryAfter(ctx context.Context, attempt int, resp *http.Response) bool {
+	d, ok := rest.Backoff(defaultMinBackoff, defaultMaxBackoff, attempt, resp)
+	if !ok {
+		return false
 	}
-	return false
-}
-
-// pause waits d unless the call's deadline would pass first (then the last answer stands,
-// as UNAVAILABLE: a retry that cannot finish in time is not worth starting). It reports
-// whether to try again.
-func (b *Backend) pause(ctx context.Context, d time.Duration) bool {
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+	if deadline, has := ctx.Deadline(); has && time.Until(deadline) < d {
 		return false
 	}
 	t := time.NewTimer(d)
@@ -161,19 +154,4 @@ func (b *Backend) pause(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// backoff is the wait before attempt+1: exponential with jitter, bounded.
-func backoff(attempt int) time.Duration {
-	d := defaultMinBackoff << min(attempt-1, 10)
-	d = min(d, defaultMaxBackoff)
-	return d/2 + rand.N(d/2+1)
-}
-
-// retryAfter is the wait the CSP asked for (Retry-After in seconds), else backoff.
-func retryAfter(a answer, attempt int) time.Duration {
-	if secs, err := strconv.Atoi(a.retryAfter); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second
-	}
-	return backoff(attempt)
 }

@@ -21,7 +21,8 @@ type answer struct {
 	status       int
 	contentType  string
 	body         []byte
-	retryAfter   string // the Retry-After header, if any
+	resp         *http.Response // its headers (the body is read and closed); nil without an answer
+	cause        error          // the transport failure when there was no answer
 }
 
 // said returns what an error answer's body says, and whether the body has the CSP's error
