@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -13,12 +14,16 @@ import (
 // (PERMISSION_DENIED for the others) and the tenant its calls act for, which it puts in the
 // context for the tenancy stage. It runs right after authorize.
 func confine(p ListenerPolicy) Middleware {
+	ruleTenants := slices.ContainsFunc(p.Clients.Rules, func(r auth.ClientRule) bool { return r.Tenant != "" })
 	return func(next Handler) Handler {
+		if len(p.Methods.Patterns) == 0 && p.Tenant == "" && !ruleTenants {
+			return next // nothing to confine callers to: no cost per call
+		}
 		return func(ctx context.Context, call *Call) error {
 			if err := p.Methods.Allow(call.Method); err != nil {
 				return status.Errorf(codes.PermissionDenied, "csi-gateway: %v", err)
 			}
-			if tenant := p.tenantOf(ctx); tenant != "" {
+			if tenant := p.tenantOf(ctx, ruleTenants); tenant != "" {
 				ctx = auth.WithTenant(ctx, tenant)
 			}
 			return next(ctx, call)
@@ -26,10 +31,10 @@ func confine(p ListenerPolicy) Middleware {
 	}
 }
 
-// tenantOf returns the tenant an admitted caller acts for: its client rule's tenant, else
-// the listener's.
-func (p ListenerPolicy) tenantOf(ctx context.Context) string {
-	if id, ok := auth.FromContext(ctx); ok {
+// tenantOf returns the tenant an admitted caller acts for: its client rule's tenant (looked
+// up only when some rule names one), else the listener's.
+func (p ListenerPolicy) tenantOf(ctx context.Context, ruleTenants bool) string {
+	if id, ok := auth.FromContext(ctx); ok && ruleTenants {
 		if r, ok := p.Clients.Match(id); ok && r.Tenant != "" {
 			return r.Tenant
 		}
