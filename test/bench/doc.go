@@ -9,8 +9,8 @@
 //	(a) direct      no relay: the client calls the driver's socket
 //	(b) passthrough csi-gateway, validation off, logging at error, no tracing
 //	(c) full        csi-gateway, validation enforce, info logs to a file, every call traced
-//	                (sampled at 1.0, exported by the stdout exporter into a pipe this program
-//	                drains), metrics
+//	                (sampled at 1.0, exported over OTLP/gRPC to a collector this program runs
+//	                on loopback), metrics
 //	(d) haproxy     HTTP/2 on both sides (mode http, proto h2)
 //	(e) socat       a byte relay (UNIX-LISTEN,fork to UNIX-CONNECT)
 //

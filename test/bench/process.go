@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,9 +26,9 @@ type process struct {
 	started time.Time
 }
 
-// startProcess runs argv with env added to a cleaned environment; stdout (nil: the log file)
-// receives its standard output.
-func startProcess(dir, name string, stdout io.Writer, env []string, argv ...string) (*process, error) {
+// startProcess runs argv with env added to a cleaned environment; its output goes to a log
+// file in dir.
+func startProcess(dir, name string, env []string, argv ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -39,9 +37,6 @@ func startProcess(dir, name string, stdout io.Writer, env []string, argv ...stri
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if stdout != nil {
-		cmd.Stdout = stdout
-	}
 	cmd.Env = append(childEnviron(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), started: time.Now()}
@@ -125,15 +120,3 @@ func dial(socket string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
-// lineCounter counts the lines written to it: the spans of the stdout exporter, one JSON
-// object a line.
-type lineCounter struct{ n atomic.Int64 }
-
-func (c *lineCounter) Write(b []byte) (int, error) {
-	for _, x := range b {
-		if x == '\n' {
-			c.n.Add(1)
-		}
-	}
-	return len(b), nil
-}

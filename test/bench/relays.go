@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,7 +22,7 @@ type relaySpec struct {
 var relaySpecs = []relaySpec{
 	{"a", "direct", "the client calls the driver's socket itself"},
 	{"b", "passthrough", "csi-gateway, validation off, logging at error, no tracing (admin listener on, for /metrics: it is off the call path)"},
-	{"c", "full", "csi-gateway, validation enforce, info log of every call to a file, tracing sampled at 1.0 (stdout exporter into a pipe), metrics"},
+	{"c", "full", "csi-gateway, validation enforce, info log of every call to a file, tracing sampled at 1.0 (OTLP/gRPC to a collector on loopback), metrics"},
 	{"d", "haproxy", "haproxy, mode http, proto h2 on the listening and the driver's socket"},
 	{"e", "socat", "socat UNIX-LISTEN,fork to UNIX-CONNECT: a byte relay, one process per connection"},
 }
@@ -39,8 +38,8 @@ type relay struct {
 	admin string
 	// scrapeMallocs is what one /metrics scrape allocates in the gateway, taken off each window.
 	scrapeMallocs float64
-	// spans counts the spans the full gateway's stdout exporter wrote.
-	spans *lineCounter
+	// collector receives the full gateway's spans.
+	collector *spanCollector
 	// ready is how long after exec the relay answered its first Probe.
 	ready   time.Duration
 	rssIdle int64
@@ -71,11 +70,11 @@ logging: {level: error, format: json}
 tracing: {exporter: none}
 `
 
-// fullFeatures turns every feature on. The gateway has no in-memory span exporter; the
-// stdout one (JSON, one span a line) is the only one that needs no collector.
+// fullFeatures turns every feature on; spans go over OTLP/gRPC to the collector at %s, as
+// they would to an OpenTelemetry Collector in production.
 const fullFeatures = `validation: enforce
 logging: {level: info, format: json}
-tracing: {exporter: stdout, sampleRatio: 1.0}
+tracing: {exporter: otlp, endpoint: "%s", insecure: true, sampleRatio: 1.0}
 `
 
 // haproxyConfig relays HTTP/2 from the listening socket to the driver's.
@@ -111,14 +110,14 @@ func startRelay(ctx context.Context, spec relaySpec, dir, backendSocket, gateway
 		}
 		cfg := filepath.Join(dir, "haproxy.cfg")
 		if err = os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, r.socket, backendSocket), 0o600); err == nil {
-			r.proc, err = startProcess(dir, spec.name, nil, nil, tools["haproxy"], "-db", "-f", cfg)
+			r.proc, err = startProcess(dir, spec.name, nil, tools["haproxy"], "-db", "-f", cfg)
 		}
 	case "socat":
 		if tools["socat"] == "" {
 			r.missing = "not installed"
 			return r, nil
 		}
-		r.proc, err = startProcess(dir, spec.name, nil, nil, tools["socat"],
+		r.proc, err = startProcess(dir, spec.name, nil, tools["socat"],
 			"UNIX-LISTEN:"+r.socket+",fork", "UNIX-CONNECT:"+backendSocket)
 	default:
 		err = fmt.Errorf("no relay %q", spec.name)
@@ -145,16 +144,18 @@ func (r *relay) startGateway(dir, backendSocket, gateway string) error {
 		return err
 	}
 	r.admin = admin
-	features, stdout := passthroughFeatures, io.Writer(nil)
+	features := passthroughFeatures
 	if r.name == "full" {
-		r.spans = &lineCounter{}
-		features, stdout = fullFeatures, r.spans
+		if r.collector, err = startSpanCollector(); err != nil {
+			return err
+		}
+		features = fmt.Sprintf(fullFeatures, r.collector.addr)
 	}
 	cfg := filepath.Join(dir, r.name+".yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, gatewayConfig+features, r.socket, backendSocket, admin), 0o600); err != nil {
 		return err
 	}
-	r.proc, err = startProcess(dir, r.name, stdout, nil, gateway, "serve", "--config", cfg)
+	r.proc, err = startProcess(dir, r.name, nil, gateway, "serve", "--config", cfg)
 	return err
 }
 
@@ -189,6 +190,9 @@ func (r *relay) stop() {
 	}
 	if r.proc != nil {
 		r.proc.stop()
+	}
+	if r.collector != nil {
+		r.collector.stop()
 	}
 }
 

@@ -87,9 +87,9 @@ func writeMethod(p *printer, res *results) {
 	p.line("- RSS is VmRSS (idle: after start and one Probe) and VmHWM (peak, at the end of the run),")
 	p.line("  summed over the relay's process tree. Ready is the time from exec to the first Probe answered")
 	p.line("  on the relay's socket (polled every millisecond with a new connection).")
-	p.line("- Tracing in (c): the gateway has no in-memory span exporter, so (c) uses the stdout exporter")
-	p.line("  (batched, JSON, one span a line) into a pipe the bench drains: JSON encoding and a write per")
-	p.line("  batch that an in-memory exporter would not cost.")
+	p.line("- Tracing in (c): spans go as in production, batched over OTLP/gRPC, to a collector the bench")
+	p.line("  runs on loopback (it counts them and keeps none; its CPU is the bench's, not the relay's).")
+	p.line("  The gateway pays protobuf encoding and the export calls, which an in-memory exporter would not.")
 	p.line("")
 }
 

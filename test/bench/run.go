@@ -98,7 +98,7 @@ func measure(ctx context.Context, p params, progress io.Writer) (*results, error
 		return nil, err
 	}
 	backendSocket := filepath.Join(dir, "driver.sock")
-	backend, err := startProcess(dir, "driver", nil, []string{backendEnv + "=" + backendSocket}, self)
+	backend, err := startProcess(dir, "driver", []string{backendEnv + "=" + backendSocket}, self)
 	if err != nil {
 		return nil, err
 	}
@@ -278,8 +278,8 @@ func describeRelay(r *relay) (relayResult, error) {
 	if _, rr.rssPeak, err = treeMemory(r.proc.pid()); err != nil {
 		return rr, fmt.Errorf("%s: %w", r.name, err)
 	}
-	if r.spans != nil {
-		rr.spans = r.spans.n.Load()
+	if r.collector != nil {
+		rr.spans = r.collector.spans.Load()
 	}
 	if fi, err := os.Stat(r.proc.logPath); err == nil {
 		rr.logBytes = fi.Size()
