@@ -119,4 +119,3 @@ func probeOnce(ctx context.Context, socket string) error {
 func dial(socket string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
-
