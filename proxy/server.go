@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/stats"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -29,9 +30,9 @@ type Options struct {
 	// Metrics, when set, counts the calls in flight and observes every finished call (it is
 	// added to Observers unless listed there already).
 	Metrics *Metrics
-	// ServerOptions are added to every listener's gRPC server (e.g. an OpenTelemetry stats
-	// handler).
-	ServerOptions []grpc.ServerOption
+	// StatsHandlers see every call of every listener, as grpc's stats handlers do (e.g.
+	// TracingStatsHandler).
+	StatsHandlers []stats.Handler
 	// Validation is what the gateway does with calls that break the CSI spec's rules
 	// (enforce, warn or off; see validate). The zero value is off; the configuration's
 	// default is enforce.
@@ -115,7 +116,7 @@ func NewServer(o Options) (*Server, error) {
 //
 // The log, the observers (metrics, tap) and the span sit outside authorize so refused calls
 // are seen too, and outside canonicalize so they record the code the caller actually gets.
-// The server span itself comes from the OpenTelemetry stats handler in Options.ServerOptions.
+// The server span itself comes from the OpenTelemetry stats handler in Options.StatsHandlers.
 // Validation, tenancy and serialization answer with final statuses of their own.
 func (s *Server) handler(p ListenerPolicy) Handler {
 	return chain(dispatch(s.routes, s.opts.Backends),
@@ -148,12 +149,16 @@ func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 	if p.Creds != nil {
 		creds = p.Creds
 	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.Creds(creds),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.UnknownServiceHandler(s.streamHandler(s.handler(p))),
-	}, s.opts.ServerOptions...)...)
+	}
+	for _, h := range s.opts.StatsHandlers {
+		opts = append(opts, grpc.StatsHandler(h))
+	}
+	gs := grpc.NewServer(opts...)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -8,20 +8,20 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 )
 
-// TracingServerOption returns the grpc.ServerOption that gives every call on a listener its
-// server span (for Options.ServerOptions): otelgrpc's stats handler with spans from tp, and
+// TracingStatsHandler returns the stats handler that gives every call on a listener its
+// server span (for Options.StatsHandlers): otelgrpc's server handler with spans from tp, and
 // the caller's trace context, if any, taken from the call's metadata by prop (use
 // tracing.Propagator()). The span is named after the method ("csi.v1.Controller/CreateVolume")
 // and ends when the caller's call does, with otelgrpc's rpc.* attributes; annotateSpan adds
 // what the gateway knows about the call.
-func TracingServerOption(tp trace.TracerProvider, prop propagation.TextMapPropagator) grpc.ServerOption {
-	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop)))
+func TracingStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
+	return otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop))
 }
 
 // attrStatusCode is the code the caller got, on the server span. The csi.backend and
@@ -29,7 +29,7 @@ func TracingServerOption(tp trace.TracerProvider, prop propagation.TextMapPropag
 // backends.AttrAttempt).
 const attrStatusCode = attribute.Key("rpc.grpc.status_code")
 
-// annotateSpan sets, on the call's server span (made by TracingServerOption's stats handler),
+// annotateSpan sets, on the call's server span (made by TracingStatsHandler),
 // what the gateway learnt about the call when it ends: the IDs the request names
 // (csi.volume_id, csi.snapshot_id, csi.node_id, csi.name, ... as requestIDs finds them), the
 // backend (csi.backend) and how many attempts it took (csi.attempt), the gRPC status code

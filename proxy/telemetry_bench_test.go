@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/tracing"
@@ -111,7 +112,7 @@ func benchGateway(b *testing.B, tp trace.TracerProvider) csi.ControllerClient {
 		Log:      slog.New(slog.DiscardHandler),
 	}
 	if tp != nil {
-		opts.ServerOptions = []grpc.ServerOption{TracingServerOption(tp, prop)}
+		opts.StatsHandlers = []stats.Handler{TracingStatsHandler(tp, prop)}
 	}
 	srv, err := NewServer(opts)
 	if err != nil {

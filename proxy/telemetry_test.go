@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -323,7 +324,7 @@ func startTracedGateway(t *testing.T, be backends.Backend, tp trace.TracerProvid
 		Observers: observers,
 	}
 	if tp != nil {
-		opts.ServerOptions = []grpc.ServerOption{TracingServerOption(tp, prop)}
+		opts.StatsHandlers = []stats.Handler{TracingStatsHandler(tp, prop)}
 	}
 	return startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo)
 }
@@ -638,7 +639,7 @@ func TestApplianceLogsTheGatewayTraceID(t *testing.T) {
 			"rest": newRESTBackend(t, "http://"+httpAddr, rig.gateway, rig.prop),
 			"grpc": newGRPCBackend(t, sock, rig.gateway, rig.prop),
 		},
-		ServerOptions: []grpc.ServerOption{TracingServerOption(rig.gateway, rig.prop)},
+		StatsHandlers: []stats.Handler{TracingStatsHandler(rig.gateway, rig.prop)},
 	}, ListenerPolicy{}, slog.LevelInfo)
 	client := csi.NewControllerClient(ts.conn)
 	if _, err := client.CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-logged")); err != nil {

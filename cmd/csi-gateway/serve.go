@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -104,7 +104,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
 		Validation: validation, Tenancy: ledger,
 		// Always, even with tracing off: it carries callers' trace context through.
-		ServerOptions: []grpc.ServerOption{proxy.TracingServerOption(tp, prop)},
+		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
 	if err != nil {
 		return err
