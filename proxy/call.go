@@ -29,6 +29,9 @@ type Call struct {
 
 	info *methodInfo // nil for methods the gateway does not know
 
+	// decodedBy, when set, is the Call whose identical request this one decodes through (a
+	// serialized flight's shared Call), so the request is decoded once at most.
+	decodedBy  *Call
 	decodeOnce sync.Once
 	decoded    proto.Message
 	decodeErr  error
@@ -56,6 +59,9 @@ func (c *Call) MethodName() string {
 func (c *Call) DecodedRequest() (proto.Message, error) {
 	if c.info == nil || c.info.desc.IsStreamingClient() {
 		return nil, nil
+	}
+	if c.decodedBy != nil {
+		return c.decodedBy.DecodedRequest()
 	}
 	c.decodeOnce.Do(func() {
 		m := c.info.input.New().Interface()

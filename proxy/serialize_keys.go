@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -82,45 +84,70 @@ type operation struct {
 
 	method string // full method name
 	name   string // short method name, for messages
-	raw    []byte
-	req    proto.Message
+	call   *Call  // the call that performs it: its raw request, decoded only if needed
 }
 
 // operationOf returns the operation a call performs, or false when the call is not
-// serialized: a method not in serialKeys, a stream, a request that does not decode (the
-// backend will say what is wrong with it) or one that leaves the key field empty.
+// serialized: a method not in serialKeys, a stream, a request that is not protobuf wire
+// format (the backend will say what is wrong with it) or one that leaves the key field empty.
+// It reads the key fields off the wire: a call that nothing else decodes is not decoded.
 func operationOf(call *Call) (operation, bool) {
-	if call.info == nil || call.Stream != nil {
+	if call.info == nil || call.Stream != nil || call.Request == nil {
 		return operation{}, false
 	}
 	k, ok := serialKeys[call.Method]
 	if !ok {
 		return operation{}, false
 	}
-	req, err := call.DecodedRequest()
-	if err != nil || req == nil {
-		return operation{}, false
-	}
-	m := req.ProtoReflect()
-	id := stringField(m, k.field)
-	if id == "" {
+	fields := call.info.desc.Input().Fields()
+	id, ok := wireString(call.Request, fields.ByName(k.field))
+	if !ok || id == "" {
 		return operation{}, false
 	}
 	op := operation{key: k.kind.prefix + id, kind: k.kind, id: id,
-		method: call.Method, name: call.info.name, raw: call.Request, req: req}
+		method: call.Method, name: call.info.name, call: call}
 	if k.scope != "" {
-		op.scope, op.scopeLabel = stringField(m, k.scope), k.scopeLabel
+		if op.scope, ok = wireString(call.Request, fields.ByName(k.scope)); !ok {
+			return operation{}, false
+		}
+		op.scopeLabel = k.scopeLabel
 	}
 	return op, true
 }
 
-// stringField returns the value of m's singular string field called name, or "".
-func stringField(m protoreflect.Message, name protoreflect.Name) string {
-	fd := m.Descriptor().Fields().ByName(name)
+// wireString returns the value of the singular string field fd in raw, a message's wire
+// bytes: the last occurrence wins, as when decoding; "" when the field is absent. It returns
+// false when raw is not wire format, the field is not a singular string or its value is not
+// UTF-8 (proto.Unmarshal refuses such a message too).
+func wireString(raw []byte, fd protoreflect.FieldDescriptor) (string, bool) {
 	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
-		return ""
+		return "", false
 	}
-	return m.Get(fd).String()
+	var value []byte
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return "", false
+		}
+		raw = raw[n:]
+		if num == fd.Number() && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(raw)
+			if m < 0 {
+				return "", false
+			}
+			value, raw = v, raw[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, raw)
+		if m < 0 {
+			return "", false
+		}
+		raw = raw[m:]
+	}
+	if !utf8.Valid(value) {
+		return "", false
+	}
+	return string(value), true
 }
 
 // object names the object in messages: `volume "vol-1"`.
@@ -144,5 +171,13 @@ func (op *operation) overlaps(other *operation) bool {
 // differently — Go's protobuf encoder writes map entries (parameters, secrets, contexts) in
 // random order, so a CO's retry of the same call is often not byte-identical.
 func (op *operation) identical(other *operation) bool {
-	return op.method == other.method && (bytes.Equal(op.raw, other.raw) || proto.Equal(op.req, other.req))
+	if op.method != other.method {
+		return false
+	}
+	if bytes.Equal(op.call.Request, other.call.Request) {
+		return true
+	}
+	a, errA := op.call.DecodedRequest()
+	b, errB := other.call.DecodedRequest()
+	return errA == nil && errB == nil && proto.Equal(a, b)
 }
