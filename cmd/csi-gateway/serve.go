@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -46,6 +47,7 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 			if err != nil {
 				return err
 			}
+			tuneGC(os.Getenv)
 			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
 		},
 	}
@@ -148,6 +150,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
+	go debug.FreeOSMemory() // start-up's garbage: with gcPercent it would stay until the heap grew fivefold
 
 	for _, ts := range tlsServers {
 		reloadables = append(reloadables, ts)
