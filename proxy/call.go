@@ -36,6 +36,11 @@ type Call struct {
 	decoded    proto.Message
 	decodeErr  error
 
+	// resp is Response decoded, and respOf the Response it was decoded from: validation and
+	// the debug log share one decode, unless the response was replaced in between.
+	resp   proto.Message
+	respOf []byte
+
 	scrubber *Scrubber
 	ids      map[string]string
 	idsDone  bool
@@ -74,16 +79,27 @@ func (c *Call) DecodedRequest() (proto.Message, error) {
 	return c.decoded, c.decodeErr
 }
 
-// DecodedResponse decodes the raw response, for logging; nil when there is none.
+// DecodedResponse returns the raw response as a typed message, nil when there is none. It is
+// decoded once for validation and logging alike, and again only when Response has been
+// replaced since. The message must not be modified.
 func (c *Call) DecodedResponse() (proto.Message, error) {
 	if c.info == nil || c.Stream != nil || c.Response == nil {
 		return nil, nil
+	}
+	if c.resp != nil && sameBytes(c.respOf, c.Response) {
+		return c.resp, nil
 	}
 	m := c.info.output.New().Interface()
 	if err := proto.Unmarshal(c.Response, m); err != nil {
 		return nil, err
 	}
+	c.resp, c.respOf = m, c.Response
 	return m, nil
+}
+
+// sameBytes reports whether a and b are the same slice of the same array.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // secrets returns the scrubber for the secret values of the call's request, built on first

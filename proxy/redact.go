@@ -115,8 +115,11 @@ func (r *Redactor) SecretValues(m proto.Message) []string {
 	if !p.secret {
 		return nil
 	}
-	var out []string
+	out := make([]string, 0, 8)
 	r.collect(rm, p, &out)
+	if len(out) == 0 {
+		return nil
+	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -225,53 +228,73 @@ func eachMessage(m protoreflect.Message, fd protoreflect.FieldDescriptor, f func
 const minContextScrubLen = 8
 
 // collect appends the non-empty secret values of m to out, following p only where it leads to
-// secrets. It only reads m.
+// secrets. It only reads m; map<string, string> fields are read from the generated struct
+// (p.goMaps), as protoreflect's map access allocates for every entry.
 func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string) {
-	add := func(fd protoreflect.FieldDescriptor, v protoreflect.Value) {
-		var s string
-		switch fd.Kind() {
-		case protoreflect.StringKind:
-			s = v.String()
-		case protoreflect.BytesKind:
-			s = string(v.Bytes())
-		}
-		if s != "" {
-			*out = append(*out, s)
-		}
-	}
-	for _, s := range p.steps {
+	for i := range p.steps {
+		s := &p.steps[i]
 		if !m.Has(s.fd) {
 			continue
 		}
 		switch s.act {
 		case redactAll:
 			switch v := m.Get(s.fd); {
+			case isStringMap(s.fd):
+				for _, mv := range p.goMaps.stringMap(m, s.fd) {
+					appendText(out, s.fd.MapValue(), protoreflect.ValueOfString(mv))
+				}
 			case s.fd.IsMap():
 				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					add(s.fd.MapValue(), mv)
+					appendText(out, s.fd.MapValue(), mv)
 					return true
 				})
 			case s.fd.IsList():
 				for i := 0; i < v.List().Len(); i++ {
-					add(s.fd, v.List().Get(i))
+					appendText(out, s.fd, v.List().Get(i))
 				}
 			default:
-				add(s.fd, v)
+				appendText(out, s.fd, v)
 			}
 		case redactContext:
-			m.Get(s.fd).Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+			for k, v := range p.goMaps.stringMap(m, s.fd) {
 				// Short context values ("true", "ext4", a zone) are ordinary words: scrubbing
 				// them from every message would garble logs and errors. They are still
 				// redacted by schema; only long, secret-like values are also scrubbed.
-				if !r.cfg.safeContextKeys[k.String()] && len(mv.String()) >= minContextScrubLen {
-					add(s.fd.MapValue(), mv)
+				if !r.cfg.safeContextKeys[k] && len(v) >= minContextScrubLen {
+					*out = append(*out, v)
 				}
-				return true
-			})
+			}
 		case redactDescend:
-			if s.next.secret {
-				eachMessage(m, s.fd, func(sub protoreflect.Message) { r.collect(sub, s.next, out) })
+			if !s.next.secret {
+				continue
+			}
+			switch v := m.Get(s.fd); {
+			case s.fd.IsMap():
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					r.collect(mv.Message(), s.next, out)
+					return true
+				})
+			case s.fd.IsList():
+				for i := 0; i < v.List().Len(); i++ {
+					r.collect(v.List().Get(i).Message(), s.next, out)
+				}
+			default:
+				r.collect(v.Message(), s.next, out)
 			}
 		}
+	}
+}
+
+// appendText appends v, a value of fd's kind, to out when it is a non-empty string or bytes.
+func appendText(out *[]string, fd protoreflect.FieldDescriptor, v protoreflect.Value) {
+	var s string
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		s = v.String()
+	case protoreflect.BytesKind:
+		s = string(v.Bytes())
+	}
+	if s != "" {
+		*out = append(*out, s)
 	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/base64"
 	"math"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -41,8 +40,10 @@ var jsonBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return
 
 // appendMessage appends m, redacted by p, as a JSON value.
 func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan) []byte {
-	if wkt, ok := appendWellKnown(b, m); ok {
-		return wkt
+	if p.wellKnown {
+		if wkt, ok := appendWellKnown(b, m); ok {
+			return wkt
+		}
 	}
 	b = append(b, '{')
 	fields := m.Descriptor().Fields()
@@ -60,9 +61,8 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan
 			b = append(b, ',')
 		}
 		first = false
-		b = appendJSONString(b, fd.JSONName())
-		b = append(b, ':')
-		if gm, ok := goStringMap(m, p, i); ok {
+		b = append(b, p.jsonKeys[i]...)
+		if gm, ok := p.goMaps.get(m, i); ok {
 			b = r.appendStringMap(b, gm, step)
 			continue
 		}
@@ -71,23 +71,11 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan
 	return append(b, '}')
 }
 
-// goStringMap returns the Go map behind field i of m when p knows it is a map<string,
-// string> of m's generated struct.
-func goStringMap(m protoreflect.Message, p *redactPlan, i int) (map[string]string, bool) {
-	if p.goType == nil || p.stringMaps[i] < 0 {
-		return nil, false
-	}
-	v := reflect.ValueOf(m.Interface())
-	if v.Type().Elem() != p.goType {
-		return nil, false
-	}
-	return v.Elem().Field(p.stringMaps[i]).Interface().(map[string]string), true
-}
-
 // appendStringMap appends a map<string, string> field read from its Go map, keys sorted as
 // protojson sorts them, redacted by step.
 func (r *Redactor) appendStringMap(b []byte, gm map[string]string, step *redactStep) []byte {
-	keys := make([]string, 0, len(gm))
+	var buf [16]string // CSI's maps are small: sort their keys without allocating
+	keys := buf[:0]
 	for k := range gm {
 		keys = append(keys, k)
 	}
@@ -102,7 +90,7 @@ func (r *Redactor) appendStringMap(b []byte, gm map[string]string, step *redactS
 		switch {
 		case step != nil && step.act == redactAll,
 			step != nil && step.act == redactContext && !r.cfg.safeContextKeys[k]:
-			b = appendJSONString(b, RedactedValue)
+			b = append(b, redactedJSON...)
 		default:
 			b = appendJSONString(b, gm[k])
 		}
@@ -164,10 +152,17 @@ func (r *Redactor) appendField(b []byte, fd protoreflect.FieldDescriptor, v prot
 // appendRedacted appends RedactedValue in the form of a field of fd's kind.
 func appendRedacted(b []byte, fd protoreflect.FieldDescriptor) []byte {
 	if fd.Kind() == protoreflect.BytesKind {
-		return appendJSONString(b, base64.StdEncoding.EncodeToString([]byte(RedactedValue)))
+		return append(b, redactedBytesJSON...)
 	}
-	return appendJSONString(b, RedactedValue)
+	return append(b, redactedJSON...)
 }
+
+// redactedJSON and redactedBytesJSON are RedactedValue as the JSON value of a string field and
+// of a bytes field (base64).
+var (
+	redactedJSON      = string(appendJSONString(nil, RedactedValue))
+	redactedBytesJSON = string(appendJSONString(nil, base64.StdEncoding.EncodeToString([]byte(RedactedValue))))
+)
 
 // appendSingle appends one value of fd's kind (a map value or list element included).
 func (r *Redactor) appendSingle(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value, step *redactStep) []byte {

@@ -63,7 +63,7 @@ func TestRedactJSONMatchesProtojson(t *testing.T) {
 			}
 		})
 	}
-	if got := (&Redactor{}).appendMessage(nil, durationpb.New(-1500*time.Millisecond).ProtoReflect(), &redactPlan{}); string(got) != `"-1.500s"` {
+	if got := NewRedactor().JSON(durationpb.New(-1500 * time.Millisecond)); got != `"-1.500s"` {
 		t.Errorf("a Duration: %s", got)
 	}
 }

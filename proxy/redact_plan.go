@@ -1,14 +1,10 @@
 package proxy
 
 import (
-	"reflect"
-	"strings"
-
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // Field numbers of the FieldOptions extensions that mark a field as secret. csi.v1.csi_secret
@@ -41,12 +37,13 @@ type redactPlan struct {
 	md      protoreflect.MessageDescriptor
 	steps   []redactStep
 	byIndex []*redactStep // by field index: the field's step, nil for a field taken as it is
-	// goType is the generated Go struct of md (nil for other implementations), and
-	// stringMaps, by field index, the index in it of each map<string, string> field (-1 for
-	// others): Redactor.JSON reads those Go maps directly, which protoreflect's map access
-	// makes several times slower.
-	goType     reflect.Type
-	stringMaps []int
+	// goMaps lets Redactor.JSON read map<string, string> fields from the generated struct.
+	goMaps goStringMaps
+	// jsonKeys, by field index, is how Redactor.JSON opens each field: its JSON name as a
+	// JSON string, and a colon.
+	jsonKeys []string
+	// wellKnown: md is one of the google.protobuf types protojson writes in a form of its own.
+	wellKnown  bool
 	secret     bool // a secret is reachable from this type: SecretValues has work to do
 	extensible bool // the type has extension ranges: populated extensions are cleared
 }
@@ -107,7 +104,12 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 		for i := range p.steps {
 			p.byIndex[p.steps[i].fd.Index()] = &p.steps[i]
 		}
-		p.goType, p.stringMaps = goStringMaps(p.md)
+		p.goMaps = newGoStringMaps(p.md)
+		p.jsonKeys = make([]string, p.md.Fields().Len())
+		for i := range p.jsonKeys {
+			p.jsonKeys[i] = string(appendJSONString(nil, p.md.Fields().Get(i).JSONName())) + ":"
+		}
+		p.wellKnown = p.md.ParentFile() != nil && p.md.ParentFile().Package() == "google.protobuf"
 	}
 	for changed := true; changed; {
 		changed = false
@@ -129,48 +131,6 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 		return v.(*redactPlan)
 	}
 	return plans[0]
-}
-
-// goStringMaps finds the generated Go struct of md and, by field index, the struct field of
-// each map<string, string> field (-1 for other fields); nil, nil when md has no generated
-// struct in the registry or its fields cannot all be matched by their protobuf tags.
-func goStringMaps(md protoreflect.MessageDescriptor) (reflect.Type, []int) {
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
-	if err != nil || mt.Descriptor() != md {
-		return nil, nil
-	}
-	t := reflect.TypeOf(mt.Zero().Interface())
-	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil, nil
-	}
-	t = t.Elem()
-	byName := map[string]int{}
-	for i := range t.NumField() {
-		for _, part := range strings.Split(t.Field(i).Tag.Get("protobuf"), ",") {
-			if name, ok := strings.CutPrefix(part, "name="); ok {
-				byName[name] = i
-			}
-		}
-	}
-	fields := md.Fields()
-	idx := make([]int, fields.Len())
-	found := false
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		idx[i] = -1
-		if !fd.IsMap() || fd.MapKey().Kind() != protoreflect.StringKind || fd.MapValue().Kind() != protoreflect.StringKind {
-			continue
-		}
-		j, ok := byName[string(fd.Name())]
-		if !ok || t.Field(j).Type != reflect.TypeOf(map[string]string(nil)) {
-			return nil, nil
-		}
-		idx[i], found = j, true
-	}
-	if !found {
-		return nil, nil
-	}
-	return t, idx
 }
 
 // fieldMessage returns the message type a field holds (singular, repeated or as map value),

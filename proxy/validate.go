@@ -114,13 +114,13 @@ func (v *validator) middleware(next Handler) Handler {
 	}
 }
 
-// decodeResponse decodes the raw answer of a unary call.
+// decodeResponse decodes the raw answer of a unary call (a nil Response is the empty
+// message), through the call so that the debug log reuses it.
 func decodeResponse(call *Call) (proto.Message, error) {
-	m := call.info.output.New().Interface()
-	if err := proto.Unmarshal(call.Response, m); err != nil {
-		return nil, err
+	if call.Response == nil {
+		return call.info.output.New().Interface(), nil
 	}
-	return m, nil
+	return call.DecodedResponse()
 }
 
 // checkRequest returns the rules req breaks: first the capability the method needs, then the
@@ -130,8 +130,8 @@ func (v *validator) checkRequest(ctx context.Context, method, backend string, re
 	if vl := gateMethod(method, caps); vl != nil {
 		return []violation{*vl}
 	}
-	c := &checker{side: requestSide}
-	c.message(req.ProtoReflect(), "")
+	c := newChecker(requestSide)
+	c.check(req.ProtoReflect())
 	if len(c.out) > 0 {
 		return c.out
 	}
@@ -140,8 +140,8 @@ func (v *validator) checkRequest(ctx context.Context, method, backend string, re
 
 // checkResponse returns the rules the backend's answer breaks, with the code each becomes.
 func (v *validator) checkResponse(ctx context.Context, method, backend string, req, resp proto.Message) []violation {
-	c := &checker{side: responseSide}
-	c.message(resp.ProtoReflect(), "")
+	c := newChecker(responseSide)
+	c.check(resp.ProtoReflect())
 	checkAnswer(c, method, req, resp, v.caps.view(ctx, backend))
 	code := responseCode(method)
 	for i := range c.out {

@@ -13,9 +13,9 @@ import (
 const maxDNSLabelChars = 63
 
 // messageHooks check the rules of one message type that go beyond required fields and sizes.
-// The checker runs them wherever the type appears, in requests and in answers; path is where
-// the message sits ("" for the top message).
-var messageHooks = map[protoreflect.FullName]func(c *checker, m protoreflect.Message, path string){
+// The checker runs them wherever the type appears, in requests and in answers, at the message
+// (c.at names its fields).
+var messageHooks = map[protoreflect.FullName]func(c *checker, m protoreflect.Message){
 	"csi.v1.VolumeCapability":            checkVolumeCapability,
 	"csi.v1.VolumeCapability.AccessMode": checkAccessMode,
 	"csi.v1.VolumeContentSource":         checkContentSource,
@@ -25,46 +25,35 @@ var messageHooks = map[protoreflect.FullName]func(c *checker, m protoreflect.Mes
 	"csi.v1.GetPluginInfoResponse":       checkPluginName,
 }
 
-// at names the field of the message at path, or the message itself when name is "".
-func at(path string, name protoreflect.Name) string {
-	if name == "" {
-		if path == "" {
-			return "the message"
-		}
-		return path
-	}
-	return fieldPath(path, name)
-}
-
 // checkVolumeCapability: exactly one access type (block or mount). access_mode is in
 // requiredFields; its mode is checkAccessMode's.
-func checkVolumeCapability(c *checker, m protoreflect.Message, path string) {
+func checkVolumeCapability(c *checker, m protoreflect.Message) {
 	vc, ok := m.Interface().(*csi.VolumeCapability)
 	if ok && vc.GetAccessType() == nil {
-		c.add("%s is required: set block or mount", at(path, "access_type"))
+		c.add("%s is required: set block or mount", c.at("access_type"))
 	}
 }
 
 // checkAccessMode: the mode is REQUIRED, and UNKNOWN is what a missing mode decodes to. Modes
 // the gateway does not know (a newer spec's) pass.
-func checkAccessMode(c *checker, m protoreflect.Message, path string) {
+func checkAccessMode(c *checker, m protoreflect.Message) {
 	am, ok := m.Interface().(*csi.VolumeCapability_AccessMode)
 	if ok && am.GetMode() == csi.VolumeCapability_AccessMode_UNKNOWN {
-		c.add("%s is required (UNKNOWN is not an access mode)", at(path, "mode"))
+		c.add("%s is required (UNKNOWN is not an access mode)", c.at("mode"))
 	}
 }
 
 // checkContentSource: exactly one of snapshot and volume; their IDs are in requiredFields.
-func checkContentSource(c *checker, m protoreflect.Message, path string) {
+func checkContentSource(c *checker, m protoreflect.Message) {
 	cs, ok := m.Interface().(*csi.VolumeContentSource)
 	if ok && cs.GetType() == nil {
-		c.add("%s must name a snapshot or a volume", at(path, ""))
+		c.add("%s must name a snapshot or a volume", c.at(""))
 	}
 }
 
 // checkCapacityRange: at least one bound, and required ≤ limit when both are set. Zero means
 // unset (spec), negative values are the nonNegative table's.
-func checkCapacityRange(c *checker, m protoreflect.Message, path string) {
+func checkCapacityRange(c *checker, m protoreflect.Message) {
 	cr, ok := m.Interface().(*csi.CapacityRange)
 	if !ok {
 		return
@@ -72,15 +61,15 @@ func checkCapacityRange(c *checker, m protoreflect.Message, path string) {
 	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
 	switch {
 	case req == 0 && lim == 0:
-		c.add("%s must set required_bytes or limit_bytes (or be left out)", at(path, ""))
+		c.add("%s must set required_bytes or limit_bytes (or be left out)", c.at(""))
 	case req > 0 && lim > 0 && lim < req:
-		c.add("%s is %d, less than %s (%d)", at(path, "limit_bytes"), lim, at(path, "required_bytes"), req)
+		c.add("%s is %d, less than %s (%d)", c.at("limit_bytes"), lim, c.at("required_bytes"), req)
 	}
 }
 
 // checkTopologyRequirement: with requisite, every preferred topology is one of the requisite
 // ones. A requirement with neither is taken for no requirement at all (see emptyTopology).
-func checkTopologyRequirement(c *checker, m protoreflect.Message, path string) {
+func checkTopologyRequirement(c *checker, m protoreflect.Message) {
 	tr, ok := m.Interface().(*csi.TopologyRequirement)
 	if !ok || len(tr.GetRequisite()) == 0 {
 		return
@@ -91,7 +80,7 @@ func checkTopologyRequirement(c *checker, m protoreflect.Message, path string) {
 	}
 	for i, t := range tr.GetPreferred() {
 		if !requisite[topologyKey(t.GetSegments())] {
-			c.add("%s[%d] is not in %s; every preferred topology must also be requisite", at(path, "preferred"), i, at(path, "requisite"))
+			c.add("%s[%d] is not in %s; every preferred topology must also be requisite", c.at("preferred"), i, c.at("requisite"))
 			return
 		}
 	}
@@ -120,23 +109,40 @@ func topologyKey(segments map[string]string) string {
 // checkTopology: key and value formats, and no two keys that differ only in case. The keys
 // and values are named in the message: topology is not secret, and naming them is the only
 // way to say which one is wrong.
-func checkTopology(c *checker, m protoreflect.Message, path string) {
+func checkTopology(c *checker, m protoreflect.Message) {
 	t, ok := m.Interface().(*csi.Topology)
 	if !ok {
 		return
 	}
-	field := at(path, "segments")
-	seen := make(map[string]bool, len(t.GetSegments()))
-	for _, k := range slices.Sorted(maps.Keys(t.GetSegments())) {
+	segments := t.GetSegments()
+	var buf [8]string // topologies have a handful of keys: sort them without allocating
+	keys := buf[:0]
+	for k := range segments {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	// Keys already in lower case are distinct from each other as they are: the set of
+	// lowered keys is only needed from the first key that is not.
+	var seen map[string]bool
+	for i, k := range keys {
 		if why := topologyKeyProblem(k); why != "" {
-			c.add("%s: key %.80q %s", field, k, why)
+			c.add("%s: key %.80q %s", c.at("segments"), k, why)
 		}
-		if v := t.GetSegments()[k]; !isTopologyWord(v, true) {
-			c.add("%s: the value of key %.80q must be 1 to 63 characters, alphanumerics at both ends and '-', '_', '.' or alphanumerics between", field, k)
+		if !isTopologyWord(segments[k], true) {
+			c.add("%s: the value of key %.80q must be 1 to 63 characters, alphanumerics at both ends and '-', '_', '.' or alphanumerics between", c.at("segments"), k)
 		}
 		lower := strings.ToLower(k)
+		if lower == k && seen == nil {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]bool, len(keys))
+			for _, prev := range keys[:i] {
+				seen[prev] = true
+			}
+		}
 		if seen[lower] {
-			c.add("%s: keys %.80q and another differ only in case; topology keys are case-insensitive", field, k)
+			c.add("%s: keys %.80q and another differ only in case; topology keys are case-insensitive", c.at("segments"), k)
 		}
 		seen[lower] = true
 	}
@@ -187,11 +193,11 @@ func isAlnum(b byte) bool {
 
 // checkPluginName: domain name notation, at most 63 characters, alphanumerics at both ends
 // and '-', '.' or alphanumerics between (v1; no underscore).
-func checkPluginName(c *checker, m protoreflect.Message, path string) {
+func checkPluginName(c *checker, m protoreflect.Message) {
 	info, ok := m.Interface().(*csi.GetPluginInfoResponse)
 	if ok && info.GetName() != "" && !isDNSName(info.GetName(), false) {
 		c.add("%s is not a plugin name: at most 63 characters, alphanumerics at both ends and '-', '.' or alphanumerics between (%d bytes given)",
-			at(path, "name"), len(info.GetName()))
+			c.at("name"), len(info.GetName()))
 	}
 }
 

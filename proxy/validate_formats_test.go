@@ -40,6 +40,38 @@ func TestValidateTopologyKeys(t *testing.T) {
 	}
 }
 
+// TestValidateTopologyKeyCase checks that keys differing only in case are reported once, at
+// the later key in sorted order, wherever the upper-case key sorts.
+func TestValidateTopologyKeyCase(t *testing.T) {
+	for _, tc := range []struct {
+		kv   []string
+		want []string
+	}{
+		{[]string{"zone", "a", "rack", "b"}, nil},
+		{[]string{"zone", "a", "Zone", "b"}, []string{`segments: keys "zone" and another differ only in case`}},
+		{[]string{"b", "x", "B", "y", "a", "z"}, []string{`segments: keys "b" and another differ only in case`}},
+		{[]string{"x.io/Rack", "r", "x.io/rack", "s", "x.io/RACK", "t"}, []string{
+			`segments: keys "x.io/Rack" and another differ only in case`,
+			`segments: keys "x.io/rack" and another differ only in case`}},
+	} {
+		c := newChecker(requestSide)
+		c.check(valTopo(tc.kv...).ProtoReflect())
+		var got []string
+		for _, v := range c.out {
+			got = append(got, v.msg)
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%v: violations %q, want %q", tc.kv, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], tc.want[i]) {
+				t.Errorf("%v: violation %q, want %q...", tc.kv, got[i], tc.want[i])
+			}
+		}
+	}
+}
+
 func TestValidateTopologyValues(t *testing.T) {
 	for value, want := range map[string]bool{
 		"us-east-1a": true, "Z1": true, "a_b.c-d": true, "1": true,

@@ -36,14 +36,17 @@ func responseCode(method string) codes.Code {
 // top of what the checker finds in the answer alone.
 func checkAnswer(c *checker, method string, req, resp proto.Message, caps capView) {
 	topology := pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
-	volumeTopology := func(field string, v *csi.Volume) {
-		if len(v.GetAccessibleTopology()) > 0 && caps.lacks(topology.kind, topology.cap) {
-			c.add("%s.accessible_topology is set but the backend does not advertise the %s", field, topology)
-		}
+	// unadvertisedTopology reports whether v has a topology the backend does not advertise;
+	// the field naming v is only rendered for a violation.
+	unadvertisedTopology := func(v *csi.Volume) bool {
+		return len(v.GetAccessibleTopology()) > 0 && caps.lacks(topology.kind, topology.cap)
 	}
+	const topologyProblem = "%s.accessible_topology is set but the backend does not advertise the %s"
 	switch r := resp.(type) {
 	case *csi.CreateVolumeResponse:
-		volumeTopology("volume", r.GetVolume())
+		if unadvertisedTopology(r.GetVolume()) {
+			c.add(topologyProblem, "volume", topology)
+		}
 		q, _ := req.(*csi.CreateVolumeRequest)
 		size, want, limit := r.GetVolume().GetCapacityBytes(), q.GetCapacityRange().GetRequiredBytes(), q.GetCapacityRange().GetLimitBytes()
 		switch { // 0 means unknown
@@ -53,7 +56,9 @@ func checkAnswer(c *checker, method string, req, resp proto.Message, caps capVie
 			c.add("volume.capacity_bytes is %d, more than the limit_bytes %d asked for", size, limit)
 		}
 	case *csi.ControllerGetVolumeResponse:
-		volumeTopology("volume", r.GetVolume())
+		if unadvertisedTopology(r.GetVolume()) {
+			c.add(topologyProblem, "volume", topology)
+		}
 	case *csi.ListVolumesResponse:
 		q, _ := req.(*csi.ListVolumesRequest)
 		checkPage(c, len(r.GetEntries()), q.GetMaxEntries())
@@ -62,7 +67,9 @@ func checkAnswer(c *checker, method string, req, resp proto.Message, caps capVie
 			if c.full() {
 				break
 			}
-			volumeTopology(entryField(i, "volume"), e.GetVolume())
+			if unadvertisedTopology(e.GetVolume()) {
+				c.add(topologyProblem, entryField(i, "volume"), topology)
+			}
 			if e.GetStatus() == nil {
 				if has, _ := caps.has(published.kind, published.cap); has {
 					c.add("%s is required: the backend advertises the %s", entryField(i, "status"), published)
