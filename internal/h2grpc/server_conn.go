@@ -1,0 +1,383 @@
+package h2grpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+)
+
+// serverConn is one accepted connection. Its reader goroutine (serve) reads every frame,
+// starts a stream per request and hands it to the server's workers.
+type serverConn struct {
+	h2conn
+	srv    *Server
+	ctx    context.Context // carries the peer; cancelled when the connection ends
+	cancel context.CancelFunc
+	peer   *peer.Peer
+
+	maxID    atomic.Uint32 // highest client stream id seen
+	draining atomic.Bool   // GOAWAY sent
+	drained  atomic.Bool   // draining and the last stream ended
+}
+
+func newServerConn(s *Server, nc net.Conn, auth credentials.AuthInfo) *serverConn {
+	sc := &serverConn{srv: s}
+	sc.init(nc)
+	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
+	ctx := peer.NewContext(context.Background(), sc.peer)
+	if len(s.sh) > 0 {
+		ctx = s.sh.tagConn(ctx, &stats.ConnTagInfo{RemoteAddr: sc.peer.Addr, LocalAddr: sc.peer.LocalAddr})
+	}
+	sc.ctx, sc.cancel = context.WithCancel(ctx)
+	return sc
+}
+
+// serve runs the connection: preface, SETTINGS, then frames until the connection ends. It
+// returns once every stream of the connection has been told it ended.
+func (sc *serverConn) serve() {
+	if len(sc.srv.sh) > 0 {
+		sc.srv.sh.handleConn(sc.ctx, &stats.ConnBegin{})
+		defer sc.srv.sh.handleConn(sc.ctx, &stats.ConnEnd{})
+	}
+	defer sc.shutdown()
+	var pre [len(http2.ClientPreface)]byte
+	_ = sc.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := io.ReadFull(sc.br, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
+		return
+	}
+	_ = sc.nc.SetReadDeadline(time.Time{})
+	if sc.writePreamble(false, sc.srv.cfg.MaxConcurrentStreams) != nil {
+		return
+	}
+	if sc.srv.isDraining() {
+		sc.goAway()
+	}
+	first := true
+	for {
+		f, err := sc.rfr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				sc.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				sc.connError(http2.ErrCode(ce))
+			}
+			return
+		}
+		if first {
+			if _, ok := f.(*http2.SettingsFrame); !ok {
+				sc.connError(http2.ErrCodeProtocol)
+				return
+			}
+			first = false
+		}
+		if err := sc.handle(f); err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				sc.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				sc.connError(http2.ErrCode(ce))
+			}
+			return
+		}
+	}
+}
+
+func (sc *serverConn) handle(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return sc.onHeaders(f)
+	case *http2.DataFrame:
+		return sc.onData(f)
+	case *http2.RSTStreamFrame:
+		if st := sc.lookup(f.StreamID); st != nil {
+			st.(*ServerStream).reset(status.FromContextError(context.Canceled).Err())
+		} else if f.StreamID > sc.maxID.Load() {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // RST_STREAM on an idle stream
+		}
+	case *http2.SettingsFrame:
+		return sc.onSettings(f, nil)
+	case *http2.PingFrame:
+		return sc.onPing(f)
+	case *http2.WindowUpdateFrame:
+		return sc.onWindowUpdate(f)
+	case *http2.GoAwayFrame:
+		// The client will open no more streams; those open finish normally.
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol) // clients must not push
+	}
+	return nil
+}
+
+func (sc *serverConn) onData(f *http2.DataFrame) error {
+	if err := sc.onDataFlow(int(f.Length)); err != nil {
+		return err
+	}
+	st := sc.lookup(f.StreamID)
+	if st == nil {
+		if f.StreamID > sc.maxID.Load() {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream
+		}
+		return nil // a stream that ended here before the client knew
+	}
+	if code := st.core().rb.push(f.Data(), int(f.Length), f.StreamEnded()); code != http2.ErrCodeNo {
+		return http2.StreamError{StreamID: f.StreamID, Code: code}
+	}
+	return nil
+}
+
+// resetStream sends RST_STREAM(code) and ends the stream, if open, with Internal.
+func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
+	if st := sc.lookup(id); st != nil {
+		st.(*ServerStream).reset(status.Errorf(codes.Internal, "stream reset: %v", code))
+	}
+	sc.queueRST(id, code)
+}
+
+// connError sends GOAWAY(code) (best effort) and closes the connection.
+func (sc *serverConn) connError(code http2.ErrCode) {
+	sc.w.queue(ctlFrame{kind: ctlGoAway, streamID: sc.maxID.Load(), code: code})
+	sc.nc.Close()
+}
+
+func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if st := sc.lookup(id); st != nil {
+		// Trailers from the client: they must end the stream.
+		if !f.StreamEnded() {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		st.core().rb.setEOF()
+		return nil
+	}
+	if id%2 != 1 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if id <= sc.maxID.Load() {
+		return nil // headers for a stream that ended here: ignore
+	}
+	sc.maxID.Store(id)
+	if sc.draining.Load() {
+		sc.queueRST(id, http2.ErrCodeRefusedStream)
+		return nil
+	}
+	if f.Truncated {
+		sc.queueRST(id, http2.ErrCodeFrameSize)
+		return nil
+	}
+	return sc.newStream(f)
+}
+
+// newStream validates a request's headers like grpc-go (answering a bad one at once, without
+// the handler) and starts its stream.
+func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	st := &ServerStream{sc: sc}
+	st.s.id = id
+	st.s.rb.init()
+	var (
+		md         = make(metadata.MD, len(f.Fields))
+		method     string
+		isGRPC     bool
+		badCT      string
+		timeout    time.Duration
+		hasTimeout bool
+		headerErr  *status.Status
+		protoErr   bool
+	)
+	for _, hf := range f.Fields {
+		switch hf.Name {
+		case "content-type":
+			sub, ok := contentSubtype(hf.Value)
+			if !ok {
+				badCT = hf.Value
+				break
+			}
+			isGRPC = true
+			st.subtype = sub
+			st.contentType = hf.Value
+			if hf.Value != baseContentType && hf.Value[len(baseContentType)] != '+' {
+				st.contentType = contentType(sub)
+			}
+			md[hf.Name] = append(md[hf.Name], hf.Value)
+		case "grpc-encoding":
+			st.recvCompress = hf.Value
+		case ":method":
+			st.httpMethod = hf.Value
+		case ":path":
+			method = hf.Value
+		case "grpc-timeout":
+			hasTimeout = true
+			var err error
+			if timeout, err = decodeTimeout(hf.Value); err != nil {
+				headerErr = status.Newf(codes.Internal, "malformed grpc-timeout: %v", err)
+			}
+		case "connection":
+			protoErr = true
+		default:
+			if isReservedHeader(hf.Name) && !isKeptReservedHeader(hf.Name) {
+				break
+			}
+			v, err := decodeMetadataValue(hf.Name, hf.Value)
+			if err != nil {
+				headerErr = status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", hf.Value, hf.Name, err)
+				break
+			}
+			md[hf.Name] = append(md[hf.Name], v)
+		}
+	}
+	end := f.StreamEnded()
+	if len(md[":authority"]) > 1 || len(md["host"]) > 1 {
+		sc.earlyAbort(id, st.subtype, status.New(codes.Internal, "both :authority and host must have only one value as per HTTP/2 spec"), 400, !end)
+		return nil
+	}
+	if protoErr {
+		sc.queueRST(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	if !isGRPC {
+		sc.earlyAbort(id, "", status.Newf(codes.InvalidArgument, "invalid gRPC request content-type %q", badCT), 415, !end)
+		return nil
+	}
+	if headerErr != nil {
+		sc.earlyAbort(id, st.subtype, headerErr, 400, !end)
+		return nil
+	}
+	if len(md[":authority"]) == 0 {
+		if host, ok := md["host"]; ok {
+			md[":authority"] = host
+		}
+	}
+	delete(md, "host")
+	if len(md[":authority"]) == 0 {
+		sc.earlyAbort(id, st.subtype, status.New(codes.Internal, "no host or :authority header present"), 400, !end)
+		return nil
+	}
+	if st.httpMethod != "POST" {
+		sc.earlyAbort(id, st.subtype, status.Newf(codes.Internal, "Received a HEADERS frame with :method %q which should be POST", st.httpMethod), 405, !end)
+		return nil
+	}
+	if hasTimeout && timeout <= 0 {
+		sc.earlyAbort(id, st.subtype, status.New(codes.DeadlineExceeded, context.DeadlineExceeded.Error()), 200, !end)
+		return nil
+	}
+	st.method = method
+	st.md = md
+	st.headerLen = int(f.Length)
+	if end {
+		st.s.rb.eof = true
+	}
+
+	sc.mu.Lock()
+	if uint32(len(sc.streams)) >= sc.srv.cfg.MaxConcurrentStreams || sc.dead {
+		sc.mu.Unlock()
+		sc.queueRST(id, http2.ErrCodeRefusedStream)
+		return nil
+	}
+	st.s.sendWin, st.s.winBase, st.s.winInit = sc.peerInitWin, sc.peerInitWin, true
+	sc.streams[id] = st
+	sc.mu.Unlock()
+
+	var ctx context.Context
+	if hasTimeout {
+		ctx, st.cancel = context.WithTimeout(sc.ctx, timeout)
+	} else {
+		ctx, st.cancel = context.WithCancel(sc.ctx)
+	}
+	ctx = metadata.NewIncomingContext(ctx, md)
+	st.ctx = grpc.NewContextWithServerTransportStream(ctx, (*transportStream)(st))
+	sc.srv.dispatch(st)
+	return nil
+}
+
+// earlyAbort answers a request with one trailers-only HEADERS frame (HTTP status and gRPC
+// status), then RST_STREAM(NO_ERROR) when the client has not ended its side, like grpc-go.
+func (sc *serverConn) earlyAbort(id uint32, sub string, st *status.Status, httpStatus int, rst bool) {
+	hf := []hpack.HeaderField{
+		{Name: ":status", Value: strconv.Itoa(httpStatus)},
+		{Name: "content-type", Value: contentType(sub)},
+	}
+	hf = appendStatusFields(hf, st)
+	sc.w.queue(ctlFrame{kind: ctlHeaders, streamID: id, hf: hf, end: true, rstAfter: rst})
+}
+
+// streamDone takes an ended stream out of the table; on a draining connection the last one
+// ends the connection.
+func (sc *serverConn) streamDone(st *ServerStream) {
+	_, left := sc.remove(&st.s)
+	if left == 0 && sc.draining.Load() {
+		sc.finishDrain()
+	}
+}
+
+// goAway starts a graceful close: GOAWAY with the last stream id seen, then the connection
+// closes once its streams have ended.
+func (sc *serverConn) goAway() {
+	if sc.draining.Swap(true) {
+		return
+	}
+	sc.w.lock()
+	if sc.w.err == nil {
+		if err := sc.w.fr.WriteGoAway(sc.maxID.Load(), http2.ErrCodeNo, nil); err != nil {
+			sc.w.failLocked(err)
+		}
+	}
+	sc.w.unlock(true)
+	sc.mu.Lock()
+	left := len(sc.streams)
+	sc.mu.Unlock()
+	if left == 0 {
+		sc.finishDrain()
+	}
+}
+
+// finishDrain flushes, half-closes the connection so the client reads everything and then
+// sees EOF, and gives the client drainReadTimeout to close its side.
+func (sc *serverConn) finishDrain() {
+	if sc.drained.Swap(true) {
+		return
+	}
+	sc.w.flush()
+	if cw, ok := sc.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = sc.nc.SetReadDeadline(time.Now().Add(drainReadTimeout))
+}
+
+// close ends the connection now (Stop).
+func (sc *serverConn) close() { sc.nc.Close() }
+
+// shutdown, when the reader ends, fails the streams still open and cancels their contexts.
+func (sc *serverConn) shutdown() {
+	for _, st := range sc.markDead() {
+		st.(*ServerStream).s.rb.abort(status.FromContextError(context.Canceled).Err())
+	}
+	sc.cancel()
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drain
+}
