@@ -44,6 +44,8 @@ type Options struct {
 	// nil: the built-in limits (30 s default, 2 min for calls that change storage or mount,
 	// 10 min cap).
 	Timeouts *Timeouts
+	// Transport is how listeners read and write gRPC; the zero value is TransportFrames.
+	Transport Transport
 	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
 	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
 	Tenancy *tenancy.Ledger
@@ -85,7 +87,7 @@ type Server struct {
 	redactor *Redactor
 
 	mu      sync.Mutex
-	servers []*grpc.Server
+	servers []listenerServer
 	closed  bool
 }
 
@@ -135,12 +137,6 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 	)
 }
 
-// streamWorkers is how many goroutines each listener keeps to run calls on. A call on a
-// fresh goroutine grows its stack through the middleware chain and the backend call every
-// time (about a sixth of the gateway's CPU per call); workers keep theirs. Beyond this many
-// concurrent calls, grpc starts a goroutine per call as usual.
-const streamWorkers = 32
-
 // Serve accepts calls on l until Shutdown, with p's transport credentials: without any, l
 // must be a Unix socket listener (peer credentials identify callers). It returns nil after
 // Shutdown.
@@ -149,16 +145,7 @@ func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 	if p.Creds != nil {
 		creds = p.Creds
 	}
-	opts := []grpc.ServerOption{
-		grpc.Creds(creds),
-		grpc.NumStreamWorkers(streamWorkers),
-		grpc.ForceServerCodecV2(rawCodec{}),
-		grpc.UnknownServiceHandler(s.streamHandler(s.handler(p))),
-	}
-	for _, h := range s.opts.StatsHandlers {
-		opts = append(opts, grpc.StatsHandler(h))
-	}
-	gs := grpc.NewServer(opts...)
+	gs := s.newListenerServer(creds, s.streamHandler(s.handler(p)))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -11,12 +11,14 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 )
 
 // Backend forwards calls to a CSI driver over gRPC: one connection per target (Config.Targets),
@@ -93,18 +95,19 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	b := &Backend{name: name, target: addrs[0], readyTimeout: o.readyTimeout, log: o.log}
 	b.breaker = breaker
 	for i, addr := range addrs {
-		conn, err := dial(name, addr, kinds[i], o)
+		conn, unary, err := dial(name, addr, kinds[i], o)
 		if err != nil {
 			b.closeConns()
 			return nil, fmt.Errorf("%s: %w", keys[i], err)
 		}
-		b.targets = append(b.targets, &target{addr: addr, key: keys[i], conn: conn})
+		b.targets = append(b.targets, &target{addr: addr, key: keys[i], conn: conn, unary: unary})
 	}
 	return b, nil
 }
 
-// dial returns the (unconnected) client of one target.
-func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, error) {
+// dial returns the (unconnected) clients of one target: grpc-go's, and with WithFrames the
+// frame client its unary calls go over.
+func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, grpc.ClientConnInterface, error) {
 	creds := o.creds
 	if creds == nil {
 		creds = insecure.NewCredentials() // Unix socket only (checked by New); access is the socket's mode.
@@ -119,11 +122,17 @@ func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, erro
 		grpc.WithConnectParams(connect),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
+	var handlers []stats.Handler
 	if o.tracerProvider != nil {
-		dopts = append(dopts, grpc.WithStatsHandler(newClientTracing(name, o.tracerProvider, o.propagator)))
+		handlers = append(handlers, newClientTracing(name, o.tracerProvider, o.propagator))
+		dopts = append(dopts, grpc.WithStatsHandler(handlers[0]))
 	}
 	dopts = append(dopts, o.dialOptions...)
-	return grpc.NewClient(addr, dopts...)
+	conn, err := grpc.NewClient(addr, dopts...)
+	if err != nil || !o.frames {
+		return conn, conn, err
+	}
+	return conn, dialFrames(addr, kind, creds, handlers), nil
 }
 
 // Name returns the backend's name.
@@ -164,7 +173,7 @@ func (b *Backend) unary(ctx context.Context, method string, req []byte) ([]byte,
 			p               peer.Peer
 			out             Frame
 		)
-		err := t.conn.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
+		err := t.unary.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
 			grpc.ForceCodecV2(Codec{}), grpc.WaitForReady(false),
 			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
 		relayResponseMetadata(ctx, header, trailer)
@@ -235,11 +244,14 @@ func (b *Backend) Close() error {
 	return b.closeErr
 }
 
-// closeConns closes every target's connection.
+// closeConns closes every target's connections.
 func (b *Backend) closeConns() error {
 	var errs []error
 	for _, t := range b.targets {
 		errs = append(errs, t.conn.Close())
+		if fc, ok := t.unary.(*h2grpc.ClientConn); ok {
+			errs = append(errs, fc.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -175,7 +175,7 @@ func startDriver(t *testing.T) *testDriver {
 // newBackend returns a Backend called "drv" for target, closed at cleanup.
 func newBackend(t *testing.T, target string, opts ...Option) *Backend {
 	t.Helper()
-	b, err := New("drv", Config{Target: target}, opts...)
+	b, err := New("drv", Config{Target: target}, append([]Option{WithFrames(framesUnderTest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,11 +26,13 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// target is one address of the driver and its connection.
+// target is one address of the driver and its connections.
 type target struct {
 	addr string // as configured: unix:///abs/path.sock or dns:///host:port
 	key  string // its config key, for messages: backends.NAME.target or backends.NAME.targets[i]
 	conn *grpc.ClientConn
+	// unary is what unary calls go over: conn, or the frame client (WithFrames).
+	unary grpc.ClientConnInterface
 }
 
 // wakeWait bounds how long a call failing over waits for a failing target's connection to be

@@ -91,7 +91,7 @@ func waitNotReady(t *testing.T, b *Backend, i int) {
 func newFailoverBackend(t *testing.T, targets ...string) (*Backend, *testutil.SyncBuffer) {
 	t.Helper()
 	var log testutil.SyncBuffer
-	b, err := New("drv", Config{Targets: targets}, WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	b, err := New("drv", Config{Targets: targets}, WithFrames(framesUnderTest), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,9 @@ type Config struct {
 	Tenancy   TenancyConfig            `mapstructure:"tenancy"`
 	// Validation is enforce, warn or off (docs/validation.md).
 	Validation string `mapstructure:"validation"`
+	// Transport is how the gateway reads and writes gRPC, on its listeners and to grpc
+	// backends: frames (the default: its own HTTP/2 frame relay) or grpc (grpc-go's).
+	Transport string `mapstructure:"transport"`
 }
 
 // AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.
@@ -335,6 +338,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := proxy.ParseValidationMode(c.Validation); err != nil {
 		return fmt.Errorf("validation: %w", err)
+	}
+	if _, err := proxy.ParseTransport(c.Transport); err != nil {
+		return fmt.Errorf("transport: %w", err)
 	}
 	if err := c.validateTenancy(); err != nil {
 		return err

@@ -182,6 +182,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"auth on grpc", "backends: {a: {type: grpc, target: 'unix:///x.sock', auth: {bearerTokenFile: /t}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.auth: only for rest"},
 		{"no routes", "backends: {a: {type: grpc, target: unix:///x.sock}}", nil, "routes"},
 		{"bad log level", "logging: {level: loud}", nil, "logging.level"},
+		{"bad transport", "transport: http2", nil, `transport: "http2" is not frames or grpc`},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "/no/scheme.sock"}, "listeners[0].endpoint"},
 		{"tenant not declared", "listeners: [{endpoint: unix:///tmp/a.sock, tenant: blue}]\ntenancy: {ledger: /t.db, tenants: [{name: green}]}", nil, `listeners[0].tenant: tenant "blue" is not in tenancy.tenants`},

@@ -92,6 +92,10 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("validation: %w", err)
 	}
+	transport, err := proxy.ParseTransport(cfg.Transport)
+	if err != nil {
+		return fmt.Errorf("transport: %w", err)
+	}
 	var ledger *tenancy.Ledger
 	if cfg.Tenancy.Ledger != "" {
 		if ledger, err = tenancy.Open(cfg.Tenancy.Ledger, cfg.Tenancy.quotas()); err != nil {
@@ -104,7 +108,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation, Tenancy: ledger,
+		Validation: validation, Tenancy: ledger, Transport: transport,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
@@ -212,6 +216,10 @@ func listen(lc ListenerConfig) (net.Listener, error) {
 // (for SIGHUP to reload). On error it returns those already open, for the caller to close.
 func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, []*tlsconf.Client, error) {
 	bes := map[string]backends.Backend{}
+	transport, err := proxy.ParseTransport(cfg.Transport)
+	if err != nil {
+		return bes, nil, fmt.Errorf("transport: %w", err)
+	}
 	var clients []*tlsconf.Client
 	for name, b := range cfg.Backends {
 		tc, err := backendTLS(name, b, log)
@@ -221,7 +229,7 @@ func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop pr
 		if tc != nil {
 			clients = append(clients, tc)
 		}
-		be, err := openBackend(name, b, tc, log.With("backend", name), tp, prop)
+		be, err := openBackend(name, b, tc, transport, log.With("backend", name), tp, prop)
 		if err != nil {
 			return bes, clients, err
 		}
@@ -252,7 +260,7 @@ func backendTLS(name string, b BackendConfig, log *slog.Logger) (*tlsconf.Client
 }
 
 // openBackend builds one backend; tc (nil: none) is the TLS configuration it dials with.
-func openBackend(name string, b BackendConfig, tc *tlsconf.Client, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
+func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, embedded.Config{
@@ -269,6 +277,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, log *slog.Log
 		if tc != nil {
 			opts = append(opts, grpcbackend.WithTransportCredentials(credentials.NewTLS(tc.Config())))
 		}
+		opts = append(opts, grpcbackend.WithFrames(transport == proxy.TransportFrames))
 		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets}, opts...)
 	case "rest":
 		opts := []rest.Option{rest.WithTracerProvider(tp), rest.WithPropagator(prop)}

@@ -46,8 +46,15 @@ var ptFrames = []*csi.GetMetadataAllocatedResponse{
 // passthrough must leave alone: methods of services the gateway does not know (grpc health,
 // a vendor service) with their statuses, request and response bytes including fields of a
 // newer spec, metadata both ways and the deadline, and server streams; and what it must
-// change: unrouted methods and the CSI spec's idempotent deletes.
+// change: unrouted methods and the CSI spec's idempotent deletes. It runs on both of the
+// gateway's transports (every other test runs on the default, frames).
 func TestGatewayPassthrough(t *testing.T) {
+	for _, transport := range []string{"frames", "grpc"} {
+		t.Run(transport, func(t *testing.T) { testGatewayPassthrough(t, transport) })
+	}
+}
+
+func testGatewayPassthrough(t *testing.T, transport string) {
 	began := time.Now()
 	dir := t.TempDir()
 	healthSrv := health.NewServer()
@@ -77,7 +84,7 @@ func TestGatewayPassthrough(t *testing.T) {
 		}
 		return nil
 	}, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, healthSrv) })
-	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, "transport: "+transport+"\n"+noValidation+fmt.Sprintf(`backends:
   driver: {type: grpc, target: %q}
 routes:
   - methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*", "/csi.v1.SnapshotMetadata/*", "/grpc.health.v1.Health/*", "/example.vendor.v1.Vendor/*"]

@@ -1,0 +1,53 @@
+package grpc
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/stats"
+
+	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
+)
+
+// WithFrames says whether unary calls — nearly every CSI call — go over the gateway's own
+// HTTP/2 frame client (internal/h2grpc; the default) or over grpc-go's (false). The frame
+// client keeps one connection per target, made by the first call and made again by the first
+// call after it breaks; it writes each call in one write and its reader completes it, with
+// the same metadata, deadline, credentials, spans and errors as grpc-go's. Streams and
+// readiness probes always go over grpc-go's connection.
+func WithFrames(on bool) Option {
+	return func(o *options) { o.frames = on }
+}
+
+// dialFrames returns the frame client of the target at addr (unconnected).
+func dialFrames(addr string, kind targetKind, creds credentials.TransportCredentials, handlers []stats.Handler) grpc.ClientConnInterface {
+	network, address, authority := frameAddress(addr, kind)
+	var d net.Dialer
+	return h2grpc.NewClientConn(h2grpc.ClientConfig{
+		Dial:          func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, network, address) },
+		Creds:         creds,
+		Authority:     authority,
+		Codec:         Codec{},
+		StatsHandlers: handlers,
+	})
+}
+
+// frameAddress is where a target checked by parseTarget is dialled, and the :authority its
+// calls carry (as grpc-go's: "localhost" on a Unix socket, host:port on TCP, whose host
+// TLS verifies).
+func frameAddress(addr string, kind targetKind) (network, address, authority string) {
+	u, _ := url.Parse(addr) // parseTarget has checked it
+	if kind == tcpTarget {
+		hostPort := strings.TrimPrefix(u.Path, "/")
+		return "tcp", hostPort, hostPort
+	}
+	p := u.Path
+	if p == "" {
+		p = u.Opaque
+	}
+	return "unix", p, "localhost"
+}

@@ -1,0 +1,22 @@
+package grpc
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// framesUnderTest is the client the tests' backends send unary calls over: TestMain runs
+// every test with the frame client (the default) and again with grpc-go's.
+var framesUnderTest = true
+
+func TestMain(m *testing.M) {
+	for _, frames := range []bool{true, false} {
+		framesUnderTest = frames
+		fmt.Printf("backends/grpc: unary calls over the frame client: %v\n", frames)
+		if code := m.Run(); code != 0 {
+			os.Exit(code)
+		}
+	}
+	os.Exit(0)
+}
