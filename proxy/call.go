@@ -121,8 +121,8 @@ func (c *Call) secrets(r *Redactor) *Scrubber {
 func (c *Call) IDs() map[string]string {
 	if !c.idsDone {
 		c.idsDone = true
-		if req, _ := c.DecodedRequest(); req != nil {
-			c.ids = requestIDs(req)
+		if c.info != nil && c.Request != nil {
+			c.ids = requestIDs(c.info.desc.Input(), c.Request)
 		}
 	}
 	return c.ids

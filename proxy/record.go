@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/auth"
@@ -84,20 +83,22 @@ func observeCalls(observers []CallObserver) Middleware {
 // recordedIDFields are the request fields whose values identify what a call is about.
 var recordedIDFields = []protoreflect.Name{"name", "volume_id", "snapshot_id", "source_volume_id", "node_id", "volume_group_id", "group_snapshot_id"}
 
-// requestIDs returns the identifying fields a request sets, or nil.
-func requestIDs(req proto.Message) map[string]string {
-	m := req.ProtoReflect()
-	fields := m.Descriptor().Fields()
+// requestIDs returns the identifying fields a request of type md sets, read off its wire
+// bytes raw without decoding the rest (as wireString does), or nil.
+func requestIDs(md protoreflect.MessageDescriptor, raw []byte) map[string]string {
 	var out map[string]string
+	fields := md.Fields()
 	for _, name := range recordedIDFields {
 		fd := fields.ByName(name)
-		if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() || !m.Has(fd) {
+		if fd == nil {
 			continue
 		}
-		if out == nil {
-			out = map[string]string{}
+		if v, ok := wireString(raw, fd); ok && v != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[string(name)] = v
 		}
-		out[string(name)] = m.Get(fd).String()
 	}
 	return out
 }
