@@ -228,3 +228,29 @@ func TestSettingsApplied(t *testing.T) {
 		t.Error("connection window overflow accepted")
 	}
 }
+
+// TestVolatileHeadersNotIndexed: a header whose value repeats (:path) is sent as an index the
+// second time; one outside indexedHeaders (grpc-timeout, metadata) is sent as a never-indexed
+// literal every time, so it never enters (and churns) the dynamic table.
+func TestVolatileHeadersNotIndexed(t *testing.T) {
+	c := newTestConn(t)
+	rc := c.nc.(*recConn)
+	blockSize := func(f hpack.HeaderField) int {
+		c.w.lock()
+		if err := c.w.writeHeadersLocked(1, []hpack.HeaderField{f}, false); err != nil {
+			t.Fatal(err)
+		}
+		c.w.unlock(true)
+		return len(bytes.Join(rc.take(), nil))
+	}
+	path := hpack.HeaderField{Name: ":path", Value: "/csi.v1.Controller/CreateVolume"}
+	if first, second := blockSize(path), blockSize(path); second >= first {
+		t.Errorf(":path: %d bytes, then %d: not indexed", first, second)
+	}
+	for _, name := range []string{"grpc-timeout", "x-caller-metadata"} {
+		f := hpack.HeaderField{Name: name, Value: "29999813u"}
+		if first, second := blockSize(f), blockSize(f); second != first {
+			t.Errorf("%s: %d bytes, then %d: indexed", name, first, second)
+		}
+	}
+}
