@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -23,10 +24,16 @@ func WithFrames(on bool) Option {
 	return func(o *options) { o.frames = on }
 }
 
+// tcpKeepAlive finds a TCP driver that vanished without closing the connection (a host that
+// lost power, a network partition) within about a minute, so the next call dials again
+// instead of waiting out its deadline on a dead connection. The frame client sends no HTTP/2
+// pings; on a Unix socket the kernel reports a dead peer at once.
+var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 10 * time.Second, Count: 3}
+
 // dialFrames returns the frame client of the target at addr (unconnected).
 func dialFrames(addr string, kind targetKind, creds credentials.TransportCredentials, handlers []stats.Handler) grpc.ClientConnInterface {
 	network, address, authority := frameAddress(addr, kind)
-	var d net.Dialer
+	d := net.Dialer{KeepAliveConfig: tcpKeepAlive}
 	return h2grpc.NewClientConn(h2grpc.ClientConfig{
 		Dial:          func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, network, address) },
 		Creds:         creds,
