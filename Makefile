@@ -60,11 +60,12 @@ test-deps:
 	fi
 
 # `make bench` runs test/bench: a CSI driver reached directly, through the gateway (passthrough and
-# every feature on), haproxy and socat, side by side in one run, then the redaction
-# micro-benchmark; it prints the report and writes it to BENCH_OUT (about 7 minutes). As root it
+# every feature on), haproxy and socat, side by side in one run, then a soak of a million calls
+# through the full gateway (is its heap flat?), then the redaction micro-benchmark; it prints the
+# report and writes it to BENCH_OUT (about 7 minutes, plus 2–8 for the soak). As root it
 # installs haproxy and socat from Debian's packages when missing. BENCH_WINDOW is each relay's
 # measured turn, BENCH_ROUNDS how many turns; BENCH_FLAGS adds flags (`go run ./test/bench -h`),
-# e.g. BENCH_FLAGS='-relays direct,full -concurrency 16'. `make bench-micro` runs every
+# e.g. BENCH_FLAGS='-relays direct,full -concurrency 16', or '-soak 0' to skip the soak. `make bench-micro` runs every
 # package's `go test` benchmarks.
 BENCH_WINDOW ?= 1500ms
 BENCH_ROUNDS ?= 3

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +25,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestTinyRun runs the whole harness for a few seconds: every workload, two concurrencies,
-// every relay that is installed (it installs nothing), and checks that every call succeeded and
-// the report's tables parse. It asserts no timing.
+// every relay that is installed (it installs nothing), a soak of tinySoak calls, and checks
+// that every call succeeded and the report's tables parse. It asserts no timing.
 func TestTinyRun(t *testing.T) {
 	relays := []string{"direct", "passthrough", "full"}
 	for _, tool := range []string{"haproxy", "socat"} {
@@ -37,8 +38,10 @@ func TestTinyRun(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	const tinySoak = 2000
 	err := run(ctx, []string{"-window", "100ms", "-warmup", "0", "-rounds", "1", "-concurrency", "1,2",
-		"-relays", strings.Join(relays, ","), "-install=false", "-redaction=false", "-out", out}, &stdout, &stderr)
+		"-relays", strings.Join(relays, ","), "-install=false", "-redaction=false", "-soak", strconv.Itoa(tinySoak),
+		"-out", out}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
@@ -87,8 +90,42 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("full gateway's notes %q say nothing of its spans", row["notes"])
 		}
 	}
-	if targets := parseTable(t, report, "| target | where | measured | result |"); len(targets) == 0 {
+	soak := parseTable(t, report, soakHeader)
+	if len(soak) != 1 {
+		t.Fatalf("%d soak rows, want 1", len(soak))
+	}
+	if row := soak[0]; row["relay"] != "(c) full" || row["calls"] != strconv.Itoa(tinySoak) || row["errors"] != "0" {
+		t.Errorf("soak: relay %q, %s calls, %s errors; want (c) full, %d calls, 0 errors", row["relay"], row["calls"], row["errors"], tinySoak)
+	}
+	for _, col := range []string{"live heap, first 10%", "live heap, last 10%", "peak RSS"} {
+		mib, _, _ := strings.Cut(soak[0][col], " MiB")
+		if v, err := strconv.ParseFloat(mib, 64); err != nil || v <= 0 {
+			t.Errorf("soak: %s is %q, want a positive number of MiB", col, soak[0][col])
+		}
+	}
+
+	targets := parseTable(t, report, "| target | where | measured | result |")
+	if len(targets) == 0 {
 		t.Error("no targets")
+	}
+	var heapFlat map[string]string
+	for _, row := range targets {
+		if row["target"] == "heap flat over a million calls" {
+			heapFlat = row
+		}
+	}
+	var first, last float64
+	var calls int
+	switch {
+	case heapFlat == nil:
+		t.Error("no target row for the soak")
+	case heapFlat["where"] != "(c) full" || !strings.HasSuffix(heapFlat["result"], " (a shorter soak than the target's)"):
+		t.Errorf("soak target: where %q, result %q; want (c) full, met or not met", heapFlat["where"], heapFlat["result"])
+	default:
+		n, err := fmt.Sscanf(heapFlat["measured"], "first 10%%: %f MiB, last 10%%: %f MiB over %d calls", &first, &last, &calls)
+		if err != nil || n != 3 || calls != tinySoak {
+			t.Errorf("soak target: measured %q does not parse (%v) or names not %d calls", heapFlat["measured"], err, tinySoak)
+		}
 	}
 }
 

@@ -68,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (params, string, error) {
 	fs.BoolVar(&p.redaction, "redaction", true, "run proxy's "+redactionBenchmark)
 	fs.StringVar(&p.redactionBenchtime, "redaction-benchtime", "300ms", "-benchtime of the redaction micro-benchmark")
 	fs.IntVar(&p.redactionCount, "redaction-count", 5, "-count of the redaction micro-benchmark")
+	fs.IntVar(&p.soak, "soak", 1000000, "calls of the soak through the full gateway (else passthrough) after the rounds, to see whether its heap stays flat; 0: no soak")
 	out := fs.String("out", "", "also write the report to this file (e.g. docs/benchmarks.md)")
 	if err := fs.Parse(args); err != nil {
 		return p, "", err
@@ -77,6 +78,9 @@ func parseFlags(args []string, stderr io.Writer) (params, string, error) {
 	}
 	if p.window <= 0 || p.rounds < 1 || p.redactionCount < 1 {
 		return p, "", fmt.Errorf("-window, -rounds and -redaction-count must be positive")
+	}
+	if p.soak < 0 {
+		return p, "", fmt.Errorf("-soak: %d is negative; 0 turns the soak off", p.soak)
 	}
 	for _, s := range splitList(*concurrency) {
 		c, err := strconv.Atoi(s)

@@ -13,7 +13,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out != "" || p.rounds != 3 || !slices.Equal(p.concurrency, []int{1, 16, 64}) ||
-		len(p.workloads) != len(workloads) || len(p.relays) != len(relaySpecs) || !p.install || !p.redaction {
+		len(p.workloads) != len(workloads) || len(p.relays) != len(relaySpecs) || !p.install || !p.redaction || p.soak != 1000000 {
 		t.Errorf("defaults: %+v, out %q", p, out)
 	}
 }
@@ -28,6 +28,7 @@ func TestParseFlagsRefusesNonsense(t *testing.T) {
 		{[]string{"-concurrency", "1,0"}, `-concurrency: "0" is not a positive number`},
 		{[]string{"-concurrency", ","}, "must not be empty"},
 		{[]string{"-rounds", "0"}, "must be positive"},
+		{[]string{"-soak", "-1"}, "-soak: -1 is negative"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
 		_, _, err := parseFlags(tc.args, io.Discard)

@@ -15,6 +15,11 @@ const mallocsMetric = "go_memstats_mallocs_total"
 
 // scrapeMallocs reads mallocsMetric from the gateway's admin listener at addr.
 func scrapeMallocs(ctx context.Context, addr string) (float64, error) {
+	return scrapeMetric(ctx, addr, mallocsMetric)
+}
+
+// scrapeMetric reads the unlabelled metric name from the gateway's admin listener at addr.
+func scrapeMetric(ctx context.Context, addr, name string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -30,14 +35,14 @@ func scrapeMallocs(ctx context.Context, addr string) (float64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), mallocsMetric+" "); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(rest), 64)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("GET %s/metrics: no %s", addr, mallocsMetric)
+	return 0, fmt.Errorf("GET %s/metrics: no %s", addr, name)
 }
 
 // scrapeCost returns what one scrape allocates in the gateway: the smallest difference of

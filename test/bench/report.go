@@ -10,6 +10,9 @@ import (
 // resultsHeader is the header row of the main table; the harness's test parses the table by it.
 const resultsHeader = "| workload | c | relay | p50 µs | p99 µs | calls/s | calls/s ÷ (a) | p50 − (a) µs | relay CPU µs/call | allocs/call | errors |"
 
+// soakHeader is the header row of the soak's table, which the harness's test parses too.
+const soakHeader = "| relay | calls | errors | duration | calls/s | live heap, first 10% | live heap, last 10% | growth | peak RSS |"
+
 // writeReport writes res as Markdown.
 func writeReport(w io.Writer, res *results) error {
 	p := &printer{w: w}
@@ -23,6 +26,7 @@ func writeReport(w io.Writer, res *results) error {
 	writeMethod(p, res)
 	writeResults(p, res)
 	writeRelays(p, res)
+	writeSoak(p, res)
 	writeRedaction(p, res)
 	writeTargets(p, res)
 	return p.err
@@ -90,6 +94,17 @@ func writeMethod(p *printer, res *results) {
 	p.line("- Tracing in (c): spans go as in production, batched over OTLP/gRPC, to a collector the bench")
 	p.line("  runs on loopback (it counts them and keeps none; its CPU is the bench's, not the relay's).")
 	p.line("  The gateway pays protobuf encoding and the export calls, which an in-memory exporter would not.")
+	if pr.soak > 0 {
+		p.line("- Soak: after the rounds, %d calls through (c) full (through (b) passthrough when (c) is not", pr.soak)
+		p.line("  run) at concurrency %d on its connection, each worker repeating, per %d calls,", soakConcurrency, len(soakMix))
+		p.line("  %s", soakMixCounts())
+		p.line("  (CreateVolume and NodePublishVolume cycle through %d objects of the worker's own). Every", soakNames)
+		p.line("  %v the bench reads the gateway's `%s` (its /metrics) and its", soakSampleEvery, heapAllocMetric)
+		p.line("  RSS. Right after a collection the heap falls to what is live, so the least reading over a")
+		p.line("  stretch of calls estimates the live heap; the bench takes it over the first and the last %d%%", 100/soakWindowShare)
+		p.line("  of the calls. **Flat** means last ≤ first × %.2f + %d MiB. Peak RSS is the greatest VmRSS", 1+maxHeapGrowth, heapGrowthSlack>>20)
+		p.line("  read during the soak.")
+	}
 	p.line("")
 }
 
@@ -153,6 +168,47 @@ func writeRelays(p *printer, res *results) {
 		}
 	}
 	p.line("")
+}
+
+func writeSoak(p *printer, res *results) {
+	if res.params.soak == 0 {
+		return
+	}
+	p.line("## Soak")
+	p.line("")
+	s := res.soak
+	if s == nil {
+		p.line("Not run: %s.", res.soakSkipped)
+		p.line("")
+		return
+	}
+	first, last, growth := "—", "—", "—"
+	if s.firstHeap >= 0 {
+		first = fmt.Sprintf("%s (least of %d)", mib(s.firstHeap), s.firstSamples)
+	}
+	if s.lastHeap >= 0 {
+		last = fmt.Sprintf("%s (least of %d)", mib(s.lastHeap), s.lastSamples)
+	}
+	if s.measured() {
+		d := s.lastHeap - s.firstHeap
+		growth = fmt.Sprintf("%+.1f MiB", float64(d)/(1<<20))
+		if s.firstHeap > 0 {
+			growth += fmt.Sprintf(" (%+.0f%%)", 100*float64(d)/float64(s.firstHeap))
+		}
+	}
+	cps := 0.0
+	if s.elapsed > 0 {
+		cps = float64(s.calls) / s.elapsed.Seconds()
+	}
+	p.line("%s", soakHeader)
+	p.line("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	p.line("| (%s) %s | %d | %d | %.1f s | %.0f | %s | %s | %s | %s |", relayKey(s.relay), s.relay, s.calls, s.errors,
+		s.elapsed.Seconds(), cps, first, last, growth, mib(s.peakRSS))
+	p.line("")
+	if s.firstError != nil {
+		p.line("- %d calls failed, the first with `%v`", s.errors, s.firstError)
+		p.line("")
+	}
 }
 
 func writeRedaction(p *printer, res *results) {

@@ -28,6 +28,8 @@ type params struct {
 	redaction          bool
 	redactionBenchtime string
 	redactionCount     int
+	// soak is the number of calls of the soak; 0: no soak.
+	soak int
 }
 
 // cell is one relay's figures for one workload at one concurrency, over every round.
@@ -65,6 +67,9 @@ type results struct {
 	cells        []cell
 	redaction    []redactionResult
 	redactionErr error
+	// soak is nil when the soak did not run: soakSkipped says why.
+	soak        *soakResult
+	soakSkipped string
 }
 
 // measure starts the driver and the relays, runs every workload at every concurrency on every
@@ -134,6 +139,17 @@ func measure(ctx context.Context, p params, progress io.Writer) (*results, error
 				return nil, err
 			}
 			res.cells = append(res.cells, cells...)
+		}
+	}
+	switch r := soakRelay(running); {
+	case p.soak == 0:
+		res.soakSkipped = "-soak 0"
+	case r == nil:
+		res.soakSkipped = "neither (b) passthrough nor (c) full is among -relays"
+	default:
+		fmt.Fprintf(progress, "bench: soak, %d calls through %s at concurrency %d\n", p.soak, r.name, soakConcurrency)
+		if res.soak, err = runSoak(ctx, r, p.soak, progress); err != nil {
+			return nil, err
 		}
 	}
 	for _, r := range relays {

@@ -18,6 +18,11 @@ const (
 	targetConcurrencyCPU   = 16
 	targetConcurrencyPeak  = 64
 	targetConcurrencyAdded = 1
+	// The soak's live heap over its last tenth of calls may exceed that over its first by
+	// this share of it plus heapGrowthSlack bytes: "heap flat over a million calls".
+	maxHeapGrowth   = 0.10
+	heapGrowthSlack = 1 << 20
+	soakTargetCalls = 1000000
 )
 
 // targetConcurrencyCalls are the concurrencies the calls/s ratio is checked at.
@@ -95,7 +100,7 @@ func verdicts(res *results) []verdict {
 			verdict{fmt.Sprintf("ready ≤ %d ms after start", maxReady.Milliseconds()), where, millis(rr.ready), check(rr.ready <= maxReady)},
 		)
 	}
-	return out
+	return append(out, soakVerdict(res))
 }
 
 // peakVerdict checks the peak RSS, which is the peak at c=64 only when c=64 was run (it is
@@ -104,6 +109,27 @@ func peakVerdict(res *results, rr relayResult, where string) verdict {
 	v := verdict{target: fmt.Sprintf("RSS ≤ %d MiB at c=%d", maxPeakRSS>>20, targetConcurrencyPeak), where: where, result: notMeasured}
 	if slices.Contains(res.params.concurrency, targetConcurrencyPeak) {
 		v.measured, v.result = mib(rr.rssPeak)+" (peak of the run)", check(rr.rssPeak <= maxPeakRSS)
+	}
+	return v
+}
+
+// soakVerdict checks that the gateway's live heap stayed flat over the soak.
+func soakVerdict(res *results) verdict {
+	v := verdict{target: "heap flat over a million calls", where: "—", result: notMeasured}
+	s := res.soak
+	if s == nil {
+		v.measured = "no soak: " + res.soakSkipped
+		return v
+	}
+	v.where = fmt.Sprintf("(%s) %s", relayKey(s.relay), s.relay)
+	if !s.measured() {
+		v.measured = fmt.Sprintf("no heap sample in the first or the last tenth of %d calls", s.calls)
+		return v
+	}
+	v.measured = fmt.Sprintf("first 10%%: %s, last 10%%: %s over %d calls", mib(s.firstHeap), mib(s.lastHeap), s.calls)
+	v.result = check(s.flat())
+	if s.calls < soakTargetCalls {
+		v.result += " (a shorter soak than the target's)"
 	}
 	return v
 }
