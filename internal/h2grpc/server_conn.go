@@ -30,9 +30,13 @@ type serverConn struct {
 	cancel context.CancelFunc
 	peer   *peer.Peer
 
-	maxID    atomic.Uint32 // highest client stream id seen
-	draining atomic.Bool   // GOAWAY sent
-	drained  atomic.Bool   // draining and the last stream ended
+	maxID atomic.Uint32 // highest client stream id seen
+	// handlers counts the connection's handlers still running, reset streams included: a
+	// client that opens and resets streams at once (CVE-2023-44487, "rapid reset") must not
+	// get more running than MaxConcurrentStreams.
+	handlers atomic.Int32
+	draining atomic.Bool // GOAWAY sent
+	drained  atomic.Bool // draining and the last stream ended
 }
 
 func newServerConn(s *Server, nc net.Conn, auth credentials.AuthInfo) *serverConn {
@@ -290,7 +294,8 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 	}
 
 	sc.mu.Lock()
-	if uint32(len(sc.streams)) >= sc.srv.cfg.MaxConcurrentStreams || sc.dead {
+	if uint32(len(sc.streams)) >= sc.srv.cfg.MaxConcurrentStreams || sc.dead ||
+		uint32(sc.handlers.Load()) >= sc.srv.cfg.MaxConcurrentStreams {
 		sc.mu.Unlock()
 		sc.queueRST(id, http2.ErrCodeRefusedStream)
 		return nil
@@ -307,6 +312,7 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 	}
 	ctx = metadata.NewIncomingContext(ctx, md)
 	st.ctx = grpc.NewContextWithServerTransportStream(ctx, (*transportStream)(st))
+	sc.handlers.Add(1)
 	sc.srv.dispatch(st)
 	return nil
 }

@@ -178,6 +178,7 @@ func (st *ServerStream) RecvMsg(m any) error {
 func (st *ServerStream) run() {
 	srv := st.sc.srv
 	defer srv.handlerWG.Done()
+	defer st.sc.handlers.Add(-1)
 	var begin time.Time
 	if len(srv.sh) > 0 {
 		st.ctx = srv.sh.tagRPC(st.ctx, &stats.RPCTagInfo{FullMethodName: st.method})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -306,4 +308,61 @@ func TestWorkers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestRapidReset: a client that opens streams and resets them at once (CVE-2023-44487) gets
+// no more handlers running than MaxConcurrentStreams, even while the handlers of its reset
+// streams have not returned yet; the rest are refused.
+func TestRapidReset(t *testing.T) {
+	const limit = 4
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	_, addr := startServer(t, ServerConfig{MaxConcurrentStreams: limit, Handler: func(any, grpc.ServerStream) error {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release // a handler slow to notice its stream was reset
+		running.Add(-1)
+		return nil
+	}})
+	defer close(release)
+
+	nc, err := net.Dial("unix", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/test.Echo/Block"}, {Name: ":authority", Value: "localhost"},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+		_ = enc.WriteField(f)
+	}
+	go func() { // the server's frames: read and dropped
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	for id := uint32(1); id < 400; id += 2 {
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := most.Load(); n > limit || n == 0 {
+		t.Errorf("%d handlers ran at once, want 1 to %d", n, limit)
+	}
 }
