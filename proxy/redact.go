@@ -3,6 +3,7 @@ package proxy
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -58,8 +59,11 @@ func WithSecretFields(names ...protoreflect.FullName) RedactOption {
 // is cached. A Redactor is safe for concurrent use; the zero value is not usable, use
 // NewRedactor.
 type Redactor struct {
-	cfg   redactConfig
-	plans sync.Map // protoreflect.FullName -> *redactPlan
+	cfg redactConfig
+	// plans maps full names to compiled plans. It is replaced, never modified, so that
+	// lookups (one per call) take no lock; mu serializes the replacing.
+	plans atomic.Pointer[map[protoreflect.FullName]*redactPlan]
+	mu    sync.Mutex
 }
 
 // NewRedactor returns a Redactor with the built-in sensitive fields and the given options.
@@ -229,7 +233,7 @@ const minContextScrubLen = 8
 
 // collect appends the non-empty secret values of m to out, following p only where it leads to
 // secrets. It only reads m; map<string, string> fields are read from the generated struct
-// (p.goMaps), as protoreflect's map access allocates for every entry.
+// (p.gs), as protoreflect's map access allocates for every entry.
 func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string) {
 	for i := range p.steps {
 		s := &p.steps[i]
@@ -240,7 +244,7 @@ func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string)
 		case redactAll:
 			switch v := m.Get(s.fd); {
 			case isStringMap(s.fd):
-				for _, mv := range p.goMaps.stringMap(m, s.fd) {
+				for _, mv := range p.gs.stringMap(m, s.fd) {
 					appendText(out, s.fd.MapValue(), protoreflect.ValueOfString(mv))
 				}
 			case s.fd.IsMap():
@@ -256,7 +260,7 @@ func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string)
 				appendText(out, s.fd, v)
 			}
 		case redactContext:
-			for k, v := range p.goMaps.stringMap(m, s.fd) {
+			for k, v := range p.gs.stringMap(m, s.fd) {
 				// Short context values ("true", "ext4", a zone) are ordinary words: scrubbing
 				// them from every message would garble logs and errors. They are still
 				// redacted by schema; only long, secret-like values are also scrubbed.

@@ -2,14 +2,11 @@ package proxy
 
 import (
 	"encoding/base64"
-	"math"
+	"maps"
+	"reflect"
 	"slices"
-	"strconv"
 	"sync"
-	"time"
-	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -27,9 +24,16 @@ func (r *Redactor) JSON(m proto.Message) string {
 	if !rm.IsValid() {
 		return "{}"
 	}
+	p := r.planFor(rm.Descriptor())
+	if len(p.fields) == 0 {
+		return "{}" // Probe, GetPluginInfo, the Get…Capabilities requests, Empty
+	}
 	bp := jsonBuffers.Get().(*[]byte)
-	b := r.appendMessage((*bp)[:0], rm, r.planFor(rm.Descriptor()))
-	s := string(b)
+	b := r.appendMessage((*bp)[:0], rm, p)
+	s := "{}" // a message with no field set, without a copy
+	if string(b) != s {
+		s = string(b)
+	}
 	*bp = b
 	jsonBuffers.Put(bp)
 	return s
@@ -38,23 +42,32 @@ func (r *Redactor) JSON(m proto.Message) string {
 // jsonBuffers are JSON's scratch buffers.
 var jsonBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// appendMessage appends m, redacted by p, as a JSON value.
+// appendMessage appends m, redacted by p, as a JSON value: its fields in index order, as
+// protojson orders them.
 func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan) []byte {
 	if p.wellKnown {
 		if wkt, ok := appendWellKnown(b, m); ok {
 			return wkt
 		}
 	}
+	sv, byStruct := p.gs.of(m)
 	b = append(b, '{')
-	fields := m.Descriptor().Fields()
 	first := true
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		if !m.Has(fd) {
+	for i, fd := range p.fields {
+		var f goField // goReflect unless m is read by its struct
+		var fv reflect.Value
+		if byStruct {
+			f = p.gs.fields[i]
+		}
+		if f.kind == goReflect {
+			if !m.Has(fd) {
+				continue
+			}
+		} else if fv = sv.Field(f.index); !goSet(fv) {
 			continue
 		}
 		step := p.byIndex[i]
-		if step != nil && step.act == redactAll && !redactsToText(fd) {
+		if step != nil && step.cleared {
 			continue // a secret that is not text is left out, as Redact clears it
 		}
 		if !first {
@@ -62,49 +75,91 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan
 		}
 		first = false
 		b = append(b, p.jsonKeys[i]...)
-		if gm, ok := p.goMaps.get(m, i); ok {
-			b = r.appendStringMap(b, gm, step)
-			continue
+		if f.kind == goReflect {
+			b = r.appendField(b, fd, m.Get(fd), step)
+		} else {
+			b = r.appendGoField(b, f.kind, fv, step)
 		}
-		b = r.appendField(b, fd, m.Get(fd), step)
 	}
 	return append(b, '}')
+}
+
+// appendGoField appends the populated field fv of a Go struct, read as kind says, redacted by
+// step. A message field always has a step (redactDescend: step.next is the plan of what it
+// holds), as a secret one is left out.
+func (r *Redactor) appendGoField(b []byte, kind goKind, fv reflect.Value, step *redactStep) []byte {
+	switch kind {
+	case goStringMap:
+		return r.appendStringMap(b, fv.Interface().(map[string]string), step)
+	case goMessage:
+		return r.appendMessage(b, goMessageAt(fv), step.next)
+	}
+	b = append(b, '[')
+	for i := range fv.Len() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch {
+		case kind == goMessages:
+			b = r.appendMessage(b, goMessageAt(fv.Index(i)), step.next)
+		case step != nil && step.act == redactAll:
+			b = append(b, redactedJSON...)
+		default:
+			b = appendJSONString(b, fv.Index(i).String())
+		}
+	}
+	return append(b, ']')
 }
 
 // appendStringMap appends a map<string, string> field read from its Go map, keys sorted as
 // protojson sorts them, redacted by step.
 func (r *Redactor) appendStringMap(b []byte, gm map[string]string, step *redactStep) []byte {
-	var buf [16]string // CSI's maps are small: sort their keys without allocating
-	keys := buf[:0]
-	for k := range gm {
-		keys = append(keys, k)
+	// CSI's maps are small: their entries are gathered into arrays on the stack and sorted
+	// through an array of positions. Stores into a local array need no GC write barrier,
+	// unlike stores through a slice, which cost as much as the rest while a collection runs.
+	const small = 16
+	if len(gm) > small {
+		keys := slices.Sorted(maps.Keys(gm))
+		vals, order := make([]string, len(keys)), make([]int, len(keys))
+		for i, k := range keys {
+			vals[i], order[i] = gm[k], i
+		}
+		return r.appendStringEntries(b, keys, vals, order, step)
 	}
-	slices.Sort(keys)
+	var keys, vals [small]string
+	var order [small]int
+	n := 0
+	for k, v := range gm {
+		keys[n], vals[n], order[n] = k, v, n
+		n++
+	}
+	for i := 1; i < n; i++ { // insertion sort: the fastest for so few
+		for j := i; j > 0 && keys[order[j]] < keys[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	return r.appendStringEntries(b, keys[:n], vals[:n], order[:n], step)
+}
+
+// appendStringEntries appends the map entries keys[i]: vals[i], in the order of i in order,
+// redacted by step.
+func (r *Redactor) appendStringEntries(b []byte, keys, vals []string, order []int, step *redactStep) []byte {
 	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
+	for n, i := range order {
+		if n > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
+		b = appendJSONString(b, keys[i])
 		b = append(b, ':')
 		switch {
 		case step != nil && step.act == redactAll,
-			step != nil && step.act == redactContext && !r.cfg.safeContextKeys[k]:
+			step != nil && step.act == redactContext && !r.cfg.safeContextKeys[keys[i]]:
 			b = append(b, redactedJSON...)
 		default:
-			b = appendJSONString(b, gm[k])
+			b = appendJSONString(b, vals[i])
 		}
 	}
 	return append(b, '}')
-}
-
-// redactsToText reports whether Redact replaces the values of the secret field fd by
-// RedactedValue (text) rather than clearing it.
-func redactsToText(fd protoreflect.FieldDescriptor) bool {
-	if fd.IsMap() {
-		return isText(fd.MapValue())
-	}
-	return isText(fd)
 }
 
 // appendField appends the value v of field fd, redacted by step (nil: as it is).
@@ -173,205 +228,4 @@ func (r *Redactor) appendSingle(b []byte, fd protoreflect.FieldDescriptor, v pro
 		return r.appendMessage(b, v.Message(), r.planFor(v.Message().Descriptor()))
 	}
 	return appendScalar(b, fd, v)
-}
-
-// appendScalar appends one value of a field of a scalar kind, as protojson writes it.
-func appendScalar(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
-	switch fd.Kind() {
-	case protoreflect.StringKind:
-		return appendJSONString(b, v.String())
-	case protoreflect.BytesKind:
-		return appendJSONString(b, base64.StdEncoding.EncodeToString(v.Bytes()))
-	case protoreflect.BoolKind:
-		return strconv.AppendBool(b, v.Bool())
-	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
-			return appendJSONString(b, string(ev.Name()))
-		}
-		return strconv.AppendInt(b, int64(v.Enum()), 10)
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		return strconv.AppendInt(b, v.Int(), 10)
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		return strconv.AppendUint(b, v.Uint(), 10)
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		b = append(b, '"')
-		return append(strconv.AppendInt(b, v.Int(), 10), '"')
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		b = append(b, '"')
-		return append(strconv.AppendUint(b, v.Uint(), 10), '"')
-	case protoreflect.FloatKind:
-		return appendFloat(b, v.Float(), 32)
-	case protoreflect.DoubleKind:
-		return appendFloat(b, v.Float(), 64)
-	}
-	return append(b, "null"...)
-}
-
-// appendFloat appends a float as protojson does: NaN and the infinities as strings.
-func appendFloat(b []byte, f float64, bits int) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(b, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(b, `"Infinity"`...)
-	case math.IsInf(f, -1):
-		return append(b, `"-Infinity"`...)
-	}
-	return strconv.AppendFloat(b, f, 'g', -1, bits)
-}
-
-// mapEntry is one entry of a map field.
-type mapEntry struct {
-	k protoreflect.MapKey
-	v protoreflect.Value
-}
-
-// sortedEntries returns a map's entries in protojson's order: booleans false first, numbers
-// by value, strings by bytes.
-func sortedEntries(mp protoreflect.Map, kind protoreflect.Kind) []mapEntry {
-	entries := make([]mapEntry, 0, mp.Len())
-	mp.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
-		entries = append(entries, mapEntry{k, v})
-		return true
-	})
-	slices.SortFunc(entries, func(a, c mapEntry) int {
-		switch kind {
-		case protoreflect.BoolKind:
-			return cmpOrdered(boolRank(a.k.Bool()), boolRank(c.k.Bool()))
-		case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind,
-			protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
-			return cmpOrdered(a.k.Int(), c.k.Int())
-		case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
-			return cmpOrdered(a.k.Uint(), c.k.Uint())
-		}
-		return cmpOrdered(a.k.String(), c.k.String())
-	})
-	return entries
-}
-
-func boolRank(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func cmpOrdered[T int64 | uint64 | string](a, c T) int {
-	switch {
-	case a < c:
-		return -1
-	case a > c:
-		return 1
-	}
-	return 0
-}
-
-// appendWellKnown appends the well-known types protojson writes in their own JSON forms;
-// ok is false for any other message. The rare ones CSI does not use (Any, Struct, Value,
-// ListValue, FieldMask) go through protojson itself; they hold no CSI secret fields.
-func appendWellKnown(b []byte, m protoreflect.Message) ([]byte, bool) {
-	md := m.Descriptor()
-	if md.ParentFile() == nil || md.ParentFile().Package() != "google.protobuf" {
-		return b, false
-	}
-	fields := md.Fields()
-	switch md.Name() {
-	case "Timestamp":
-		secs, nanos := m.Get(fields.ByName("seconds")).Int(), m.Get(fields.ByName("nanos")).Int()
-		t := time.Unix(secs, nanos).UTC()
-		b = append(b, '"')
-		b = t.AppendFormat(b, "2006-01-02T15:04:05")
-		b = appendNanos(b, nanos)
-		return append(b, `Z"`...), true
-	case "Duration":
-		secs, nanos := m.Get(fields.ByName("seconds")).Int(), m.Get(fields.ByName("nanos")).Int()
-		b = append(b, '"')
-		if secs < 0 || nanos < 0 {
-			b = append(b, '-')
-			secs, nanos = -secs, -nanos
-		}
-		b = strconv.AppendInt(b, secs, 10)
-		b = appendNanos(b, nanos)
-		return append(b, `s"`...), true
-	case "DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value", "BoolValue", "StringValue", "BytesValue":
-		fd := fields.ByName("value")
-		return appendScalar(b, fd, m.Get(fd)), true
-	case "Empty":
-		return append(b, "{}"...), true
-	case "Any", "Struct", "Value", "ListValue", "FieldMask":
-		j, err := protojson.Marshal(m.Interface())
-		if err != nil {
-			return append(b, "null"...), true
-		}
-		return append(b, j...), true
-	}
-	return b, false
-}
-
-// appendNanos appends a fraction of a second as protojson does: none, or 3, 6 or 9 digits.
-func appendNanos(b []byte, nanos int64) []byte {
-	if nanos == 0 {
-		return b
-	}
-	digits := strconv.AppendInt(nil, nanos+1e9, 10)[1:] // 9 digits, leading zeros kept
-	for len(digits) > 3 && string(digits[len(digits)-3:]) == "000" {
-		digits = digits[:len(digits)-3]
-	}
-	b = append(b, '.')
-	return append(b, digits...)
-}
-
-// appendJSONString appends s as a JSON string, escaped as encoding/json escapes it without
-// HTML escaping (the form the scrubber looks for secrets in), invalid UTF-8 as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

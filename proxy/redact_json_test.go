@@ -67,3 +67,25 @@ func TestRedactJSONMatchesProtojson(t *testing.T) {
 		t.Errorf("a Duration: %s", got)
 	}
 }
+
+// appendJSONString escapes as encoding/json does without HTML escaping, whichever position
+// (within or across the 8-byte words it tests at once) a character to escape is at.
+func TestAppendJSONString(t *testing.T) {
+	var specials = []string{"\x00", "\x1f", " ", "\"", "\\", "!", "[", "]", "\x7f", "\x80", "\xff", "é", "\u2028", "\u2029", "<&>", "\xe2\x80"}
+	for n := range 20 {
+		for at := 0; at <= n; at++ {
+			for _, sp := range specials {
+				s := strings.Repeat("a", at) + sp + strings.Repeat("z", n-at)
+				var want strings.Builder
+				enc := json.NewEncoder(&want)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(s); err != nil {
+					t.Fatal(err)
+				}
+				if got := string(appendJSONString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
+					t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want.String())
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"maps"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +30,9 @@ type redactStep struct {
 	fd   protoreflect.FieldDescriptor
 	act  redactAction
 	next *redactPlan // redactDescend only
+	// cleared (redactAll only): the field's values are neither strings nor bytes, so Redact
+	// clears the field rather than replacing them, and JSON leaves it out.
+	cleared bool
 }
 
 // redactPlan is what Redact and SecretValues do to messages of one type. Every message-typed
@@ -36,9 +41,10 @@ type redactStep struct {
 type redactPlan struct {
 	md      protoreflect.MessageDescriptor
 	steps   []redactStep
-	byIndex []*redactStep // by field index: the field's step, nil for a field taken as it is
-	// goMaps lets Redactor.JSON read map<string, string> fields from the generated struct.
-	goMaps goStringMaps
+	fields  []protoreflect.FieldDescriptor // by field index
+	byIndex []*redactStep                  // by field index: the field's step, nil for a field taken as it is
+	// gs lets Redactor.JSON and SecretValues read fields from the generated struct.
+	gs goStruct
 	// jsonKeys, by field index, is how Redactor.JSON opens each field: its JSON name as a
 	// JSON string, and a colon.
 	jsonKeys []string
@@ -52,11 +58,13 @@ type redactPlan struct {
 // keyed by full name; a different descriptor with a cached name (say a dynamic descriptor of
 // another spec version) gets a fresh, uncached plan so it is never redacted by the wrong schema.
 func (r *Redactor) planFor(md protoreflect.MessageDescriptor) *redactPlan {
-	if v, ok := r.plans.Load(md.FullName()); ok {
-		if p := v.(*redactPlan); p.md == md {
-			return p
+	if plans := r.plans.Load(); plans != nil {
+		if p, ok := (*plans)[md.FullName()]; ok {
+			if p.md == md {
+				return p
+			}
+			return r.compile(md, false)
 		}
-		return r.compile(md, false)
 	}
 	return r.compile(md, true)
 }
@@ -88,7 +96,7 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 			fd := fields.Get(j)
 			switch {
 			case r.isSecretField(fd):
-				p.steps = append(p.steps, redactStep{fd: fd, act: redactAll})
+				p.steps = append(p.steps, redactStep{fd: fd, act: redactAll, cleared: !redactsToText(fd)})
 				p.secret = true
 			case r.isContextField(fd):
 				p.steps = append(p.steps, redactStep{fd: fd, act: redactContext})
@@ -100,15 +108,18 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 		}
 	}
 	for _, p := range plans {
-		p.byIndex = make([]*redactStep, p.md.Fields().Len())
+		fields := p.md.Fields()
+		p.fields = make([]protoreflect.FieldDescriptor, fields.Len())
+		p.byIndex = make([]*redactStep, fields.Len())
+		p.jsonKeys = make([]string, fields.Len())
+		for i := range fields.Len() {
+			p.fields[i] = fields.Get(i)
+			p.jsonKeys[i] = string(appendJSONString(nil, p.fields[i].JSONName())) + ":"
+		}
 		for i := range p.steps {
 			p.byIndex[p.steps[i].fd.Index()] = &p.steps[i]
 		}
-		p.goMaps = newGoStringMaps(p.md)
-		p.jsonKeys = make([]string, p.md.Fields().Len())
-		for i := range p.jsonKeys {
-			p.jsonKeys[i] = string(appendJSONString(nil, p.md.Fields().Get(i).JSONName())) + ":"
-		}
+		p.gs = newGoStruct(p.md)
 		p.wellKnown = p.md.ParentFile() != nil && p.md.ParentFile().Package() == "google.protobuf"
 	}
 	for changed := true; changed; {
@@ -124,13 +135,31 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 	if !store {
 		return plans[0]
 	}
-	for _, p := range plans[1:] {
-		r.plans.LoadOrStore(p.md.FullName(), p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cached := map[protoreflect.FullName]*redactPlan{}
+	if old := r.plans.Load(); old != nil {
+		cached = maps.Clone(*old)
 	}
-	if v, loaded := r.plans.LoadOrStore(root.FullName(), plans[0]); loaded && v.(*redactPlan).md == root {
-		return v.(*redactPlan)
+	for _, p := range plans {
+		if _, ok := cached[p.md.FullName()]; !ok {
+			cached[p.md.FullName()] = p
+		}
+	}
+	r.plans.Store(&cached)
+	if p := cached[root.FullName()]; p.md == root {
+		return p
 	}
 	return plans[0]
+}
+
+// redactsToText reports whether Redact replaces the values of the secret field fd by
+// RedactedValue (text) rather than clearing it.
+func redactsToText(fd protoreflect.FieldDescriptor) bool {
+	if fd.IsMap() {
+		return isText(fd.MapValue())
+	}
+	return isText(fd)
 }
 
 // fieldMessage returns the message type a field holds (singular, repeated or as map value),

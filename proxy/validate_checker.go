@@ -192,7 +192,7 @@ type rulePlan struct {
 	required []protoreflect.FieldDescriptor // requiredFields that the type has
 	fields   []fieldRule                    // the fields with something to check
 	hook     func(c *checker, m protoreflect.Message)
-	goMaps   goStringMaps
+	goMaps   goStruct
 }
 
 // ruleKind is how the checker checks one field.
@@ -243,7 +243,7 @@ func compileRules(md protoreflect.MessageDescriptor, plans map[protoreflect.Mess
 	if p, ok := plans[md]; ok {
 		return p
 	}
-	p := &rulePlan{hook: messageHooks[md.FullName()], goMaps: newGoStringMaps(md)}
+	p := &rulePlan{hook: messageHooks[md.FullName()], goMaps: newGoStruct(md)}
 	plans[md] = p
 	fields := md.Fields()
 	for _, name := range requiredFields[md.FullName()] {
