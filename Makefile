@@ -14,7 +14,8 @@ TEST_FLAGS ?=
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
 FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
 	./backends/embedded:FuzzParseExt4Size ./backends/rest:FuzzDecodeError \
-	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub ./proxy:FuzzWireString ./proxy/tenancy:FuzzScopeID
+	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub ./proxy:FuzzWireString ./proxy/tenancy:FuzzScopeID \
+	./internal/h2grpc:FuzzTimeout
 FUZZTIME       ?= 1m
 FUZZTIME_SHORT ?= 3s
 

@@ -186,30 +186,22 @@ func (ct *clientTransport) readLoop() {
 func (ct *clientTransport) readFrames() error {
 	for {
 		f, err := ct.rfr.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				ct.resetStream(se.StreamID, se.Code, status.Errorf(codes.Internal, "stream error: %v", se))
-				continue
-			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				ct.w.queue(ctlFrame{kind: ctlGoAway, code: http2.ErrCode(ce)})
-			}
-			return err
+		if err == nil {
+			err = ct.handle(f)
 		}
-		if err := ct.handle(f); err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				ct.resetStream(se.StreamID, se.Code, status.Errorf(codes.Internal, "stream error: %v", se))
-				continue
-			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				ct.w.queue(ctlFrame{kind: ctlGoAway, code: http2.ErrCode(ce)})
-			}
-			return err
+		if err == nil {
+			continue
 		}
+		var se http2.StreamError
+		if errors.As(err, &se) {
+			ct.resetStream(se.StreamID, se.Code, status.Errorf(codes.Internal, "stream error: %v", se))
+			continue
+		}
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			ct.w.queue(ctlFrame{kind: ctlGoAway, code: http2.ErrCode(ce)})
+		}
+		return err
 	}
 }
 

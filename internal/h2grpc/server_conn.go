@@ -74,37 +74,28 @@ func (sc *serverConn) serve() {
 	first := true
 	for {
 		f, err := sc.rfr.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				sc.resetStream(se.StreamID, se.Code)
-				continue
-			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				sc.connError(http2.ErrCode(ce))
-			}
-			return
-		}
-		if first {
+		if err == nil && first {
 			if _, ok := f.(*http2.SettingsFrame); !ok {
-				sc.connError(http2.ErrCodeProtocol)
-				return
+				err = http2.ConnectionError(http2.ErrCodeProtocol) // the preface's SETTINGS first
 			}
 			first = false
 		}
-		if err := sc.handle(f); err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				sc.resetStream(se.StreamID, se.Code)
-				continue
-			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				sc.connError(http2.ErrCode(ce))
-			}
-			return
+		if err == nil {
+			err = sc.handle(f)
 		}
+		if err == nil {
+			continue
+		}
+		var se http2.StreamError
+		if errors.As(err, &se) {
+			sc.resetStream(se.StreamID, se.Code)
+			continue
+		}
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			sc.connError(http2.ErrCode(ce))
+		}
+		return
 	}
 }
 
