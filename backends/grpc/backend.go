@@ -95,18 +95,18 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	b := &Backend{name: name, target: addrs[0], readyTimeout: o.readyTimeout, log: o.log}
 	b.breaker = breaker
 	for i, addr := range addrs {
-		conn, unary, err := dial(name, addr, kinds[i], o)
+		conn, calls, err := dial(name, addr, kinds[i], o)
 		if err != nil {
 			b.closeConns()
 			return nil, fmt.Errorf("%s: %w", keys[i], err)
 		}
-		b.targets = append(b.targets, &target{addr: addr, key: keys[i], conn: conn, unary: unary})
+		b.targets = append(b.targets, &target{addr: addr, key: keys[i], conn: conn, calls: calls})
 	}
 	return b, nil
 }
 
 // dial returns the (unconnected) clients of one target: grpc-go's, and with WithFrames the
-// frame client its unary calls go over.
+// frame client its calls and streams go over.
 func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, grpc.ClientConnInterface, error) {
 	creds := o.creds
 	if creds == nil {
@@ -173,7 +173,7 @@ func (b *Backend) unary(ctx context.Context, method string, req []byte) ([]byte,
 			p               peer.Peer
 			out             Frame
 		)
-		err := t.unary.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
+		err := t.calls.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
 			grpc.ForceCodecV2(Codec{}), grpc.WaitForReady(false),
 			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
 		relayResponseMetadata(ctx, header, trailer)
@@ -249,7 +249,7 @@ func (b *Backend) closeConns() error {
 	var errs []error
 	for _, t := range b.targets {
 		errs = append(errs, t.conn.Close())
-		if fc, ok := t.unary.(*h2grpc.ClientConn); ok {
+		if fc, ok := t.calls.(*h2grpc.ClientConn); ok {
 			errs = append(errs, fc.Close())
 		}
 	}

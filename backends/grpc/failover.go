@@ -30,9 +30,9 @@ func WithLogger(l *slog.Logger) Option {
 type target struct {
 	addr string // as configured: unix:///abs/path.sock or dns:///host:port
 	key  string // its config key, for messages: backends.NAME.target or backends.NAME.targets[i]
-	conn *grpc.ClientConn
-	// unary is what unary calls go over: conn, or the frame client (WithFrames).
-	unary grpc.ClientConnInterface
+	conn *grpc.ClientConn // readiness probes (and calls, without WithFrames)
+	// calls is what calls and streams go over: conn, or the frame client (WithFrames).
+	calls grpc.ClientConnInterface
 }
 
 // wakeWait bounds how long a call failing over waits for a failing target's connection to be

@@ -14,12 +14,12 @@ import (
 	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
 )
 
-// WithFrames says whether unary calls — nearly every CSI call — go over the gateway's own
-// HTTP/2 frame client (internal/h2grpc; the default) or over grpc-go's (false). The frame
-// client keeps one connection per target, made by the first call and made again by the first
-// call after it breaks; it writes each call in one write and its reader completes it, with
-// the same metadata, deadline, credentials, spans and errors as grpc-go's. Streams and
-// readiness probes always go over grpc-go's connection.
+// WithFrames says whether calls and streams go over the gateway's own HTTP/2 frame client
+// (internal/h2grpc; the default) or over grpc-go's (false). The frame client keeps one
+// connection per target, made by the first call and made again by the first call after it
+// breaks; it writes a unary call in one write and its reader completes it, with the same
+// metadata, deadline, credentials, spans and errors as grpc-go's. Readiness probes always go
+// over grpc-go's connection.
 func WithFrames(on bool) Option {
 	return func(o *options) { o.frames = on }
 }

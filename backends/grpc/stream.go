@@ -37,7 +37,7 @@ func (b *Backend) stream(ctx context.Context, method string, caller grpc.ServerS
 	out := outgoingContext(ctx)
 	return b.failover(ctx, func(t *target) (string, error) {
 		backends.CallInfoFrom(ctx).AddAttempt()
-		conn := &watchedConn{conn: t.conn}
+		conn := &watchedConn{conn: t.calls}
 		in := &watchedCaller{
 			ServerStream: caller,
 			// grpc-proxy reads the method from the stream's context; this makes it the method
@@ -160,7 +160,7 @@ func (w *watchedCaller) err() error {
 // watchedConn is the connection as grpc-proxy sees it; it records whether the stream reached the
 // driver and why sending to it failed.
 type watchedConn struct {
-	conn    *grpc.ClientConn
+	conn    grpc.ClientConnInterface
 	reached atomic.Bool
 
 	mu      sync.Mutex
@@ -176,7 +176,8 @@ func (c *watchedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, meth
 	if err != nil {
 		return nil, err
 	}
-	// NewStream returns only once the stream has a transport: the driver was reached.
+	// NewStream returns only once the stream's headers went to a connection: the driver was
+	// reached.
 	c.reached.Store(true)
 	return &watchedClientStream{ClientStream: s, conn: c}, nil
 }
