@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-gateway/csi-gateway/backends"
-	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -95,7 +95,7 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	b := &Backend{name: name, target: addrs[0], readyTimeout: o.readyTimeout, log: o.log}
 	b.breaker = breaker
 	for i, addr := range addrs {
-		conn, calls, err := dial(name, addr, kinds[i], o)
+		calls, conn, err := dial(name, addr, kinds[i], o)
 		if err != nil {
 			b.closeConns()
 			return nil, fmt.Errorf("%s: %w", keys[i], err)
@@ -105,12 +105,20 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	return b, nil
 }
 
-// dial returns the (unconnected) clients of one target: grpc-go's, and with WithFrames the
-// frame client its calls and streams go over.
-func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, grpc.ClientConnInterface, error) {
+// dial returns the (unconnected) client of one target, which its calls, streams and probes go
+// over: the frame client (WithFrames), or grpc-go's, returned a second time as such (its
+// connection state drives wake).
+func dial(name, addr string, kind targetKind, o options) (grpc.ClientConnInterface, *grpc.ClientConn, error) {
 	creds := o.creds
 	if creds == nil {
 		creds = insecure.NewCredentials() // Unix socket only (checked by New); access is the socket's mode.
+	}
+	var handlers []stats.Handler
+	if o.tracerProvider != nil {
+		handlers = append(handlers, newClientTracing(name, o.tracerProvider, o.propagator))
+	}
+	if o.frames {
+		return dialFrames(addr, kind, creds, handlers), nil, nil
 	}
 	connect := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 20 * time.Second}
 	if kind == unixTarget {
@@ -122,17 +130,12 @@ func dial(name, addr string, kind targetKind, o options) (*grpc.ClientConn, grpc
 		grpc.WithConnectParams(connect),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
-	var handlers []stats.Handler
-	if o.tracerProvider != nil {
-		handlers = append(handlers, newClientTracing(name, o.tracerProvider, o.propagator))
-		dopts = append(dopts, grpc.WithStatsHandler(handlers[0]))
+	for _, h := range handlers {
+		dopts = append(dopts, grpc.WithStatsHandler(h))
 	}
 	dopts = append(dopts, o.dialOptions...)
 	conn, err := grpc.NewClient(addr, dopts...)
-	if err != nil || !o.frames {
-		return conn, conn, err
-	}
-	return conn, dialFrames(addr, kind, creds, handlers), nil
+	return conn, conn, err
 }
 
 // Name returns the backend's name.
@@ -223,7 +226,7 @@ func (b *Backend) probe(ctx context.Context, t *target) *backends.Error {
 	ctx, cancel := context.WithTimeout(ctx, b.readyTimeout)
 	defer cancel()
 	var p peer.Peer
-	resp, err := csi.NewIdentityClient(t.conn).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(false), grpc.Peer(&p))
+	resp, err := csi.NewIdentityClient(t.calls).Probe(ctx, &csi.ProbeRequest{}, grpc.WaitForReady(false), grpc.Peer(&p))
 	if err != nil {
 		return b.classify(ctx, t, err, p.Addr != nil, "Identity/Probe: ")
 	}
@@ -244,14 +247,11 @@ func (b *Backend) Close() error {
 	return b.closeErr
 }
 
-// closeConns closes every target's connections.
+// closeConns closes every target's client.
 func (b *Backend) closeConns() error {
 	var errs []error
 	for _, t := range b.targets {
-		errs = append(errs, t.conn.Close())
-		if fc, ok := t.calls.(*h2grpc.ClientConn); ok {
-			errs = append(errs, fc.Close())
-		}
+		errs = append(errs, t.calls.(io.Closer).Close()) // *grpc.ClientConn or *h2grpc.ClientConn
 	}
 	return errors.Join(errs...)
 }

@@ -115,8 +115,12 @@ const trialWakeWait = 250 * time.Millisecond
 // wakeForTrial brings conn to a settled state that reflects the driver now: it waits out a
 // connection attempt under way (which may have begun before the driver came back and would
 // fail the trial with a stale error), cuts a reconnect backoff short, and returns once conn
-// is ready, or after trialWakeWait.
+// is ready, or after trialWakeWait. A nil conn (the frame client, which dials on the call
+// itself) needs nothing.
 func wakeForTrial(ctx context.Context, conn *grpc.ClientConn) {
+	if conn == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, trialWakeWait)
 	defer cancel()
 	for {

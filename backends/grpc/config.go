@@ -72,8 +72,9 @@ func WithTransportCredentials(c credentials.TransportCredentials) Option {
 }
 
 // WithDialOptions adds grpc dial options, applied after the backend's defaults so they override
-// them (keepalive, connect backoff, stats handlers, message size limits, ...). Credentials for a
-// TCP target belong in WithTransportCredentials, where New can check them.
+// them (keepalive, connect backoff, stats handlers, message size limits, ...), to grpc-go's
+// client: they need WithFrames(false). Credentials for a TCP target belong in
+// WithTransportCredentials, where New can check them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }

@@ -30,9 +30,10 @@ func WithLogger(l *slog.Logger) Option {
 type target struct {
 	addr string // as configured: unix:///abs/path.sock or dns:///host:port
 	key  string // its config key, for messages: backends.NAME.target or backends.NAME.targets[i]
-	conn *grpc.ClientConn // readiness probes (and calls, without WithFrames)
-	// calls is what calls and streams go over: conn, or the frame client (WithFrames).
+	// calls is what calls, streams and readiness probes go over: the frame client
+	// (WithFrames) or grpc-go's client, which is then conn too.
 	calls grpc.ClientConnInterface
+	conn  *grpc.ClientConn // nil with the frame client
 }
 
 // wakeWait bounds how long a call failing over waits for a failing target's connection to be
@@ -97,9 +98,9 @@ func unreached(ctx context.Context, err error, reached bool) string {
 // it to succeed: a call only comes here when the target it went to first has just failed, and
 // this one may have come back since its connection last tried. A call on a failing connection
 // fails at once (calls do not wait for connections), so without this it would fail although
-// the driver is up.
+// the driver is up. The frame client needs none of this: it dials on the call itself.
 func (t *target) wake(ctx context.Context) {
-	if t.conn.GetState() != connectivity.TransientFailure {
+	if t.conn == nil || t.conn.GetState() != connectivity.TransientFailure {
 		return
 	}
 	t.conn.ResetConnectBackoff()

@@ -79,12 +79,24 @@ func (r *restartableDriver) calls() int { return len(r.d.codec.received()) }
 // the driver, and rightly not fail over).
 func waitNotReady(t *testing.T, b *Backend, i int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); b.targets[i].conn.GetState() == connectivity.Ready; {
+	for deadline := time.Now().Add(5 * time.Second); targetUp(b.targets[i]); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the connection to %s still says ready", b.targets[i].addr)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// targetUp reports whether grpc-go's connection to tg says ready, or, with the frame client
+// (which keeps no state), whether the driver answers Probe.
+func targetUp(tg *target) bool {
+	if tg.conn != nil {
+		return tg.conn.GetState() == connectivity.Ready
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := csi.NewIdentityClient(tg.calls).Probe(ctx, &csi.ProbeRequest{})
+	return err == nil
 }
 
 // newFailoverBackend returns a Backend called "drv" over targets, logging to a buffer.

@@ -18,8 +18,8 @@ import (
 // (internal/h2grpc; the default) or over grpc-go's (false). The frame client keeps one
 // connection per target, made by the first call and made again by the first call after it
 // breaks; it writes a unary call in one write and its reader completes it, with the same
-// metadata, deadline, credentials, spans and errors as grpc-go's. Readiness probes always go
-// over grpc-go's connection.
+// metadata, deadline, credentials, spans and errors as grpc-go's. Readiness probes go over it
+// too, so no grpc-go connection is made at all.
 func WithFrames(on bool) Option {
 	return func(o *options) { o.frames = on }
 }
