@@ -269,7 +269,10 @@ func (cs *clientStream) SendMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	err = cs.ct.writeMsg(&cs.s, &outFrames{msg: p, hasMsg: true}, cs.ctx.Done())
+	// Flushed at once: the server may need it to answer, and a RecvMsg already waiting on
+	// another goroutine (a relay's other direction) would not flush it. Concurrent writers
+	// still share a flush (frameWriter.unlock).
+	err = cs.ct.writeMsg(&cs.s, &outFrames{msg: p, hasMsg: true, now: true}, cs.ctx.Done())
 	bs.Free()
 	switch err {
 	case nil:
@@ -286,13 +289,13 @@ func (cs *clientStream) SendMsg(m any) error {
 	return io.EOF
 }
 
-// CloseSend half-closes the stream (an empty DATA frame with END_STREAM). It returns nil,
-// as grpc-go does: a failure shows in RecvMsg.
+// CloseSend half-closes the stream (an empty DATA frame with END_STREAM, flushed at once). It
+// returns nil, as grpc-go does: a failure shows in RecvMsg.
 func (cs *clientStream) CloseSend() error {
 	if cs.sentEnd.Swap(true) {
 		return nil
 	}
-	_ = cs.ct.writeMsg(&cs.s, &outFrames{endStream: true}, cs.ctx.Done())
+	_ = cs.ct.writeMsg(&cs.s, &outFrames{endStream: true, now: true}, cs.ctx.Done())
 	return nil
 }
 

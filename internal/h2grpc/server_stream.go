@@ -42,6 +42,7 @@ type ServerStream struct {
 	trailer    metadata.MD
 	headerSent bool
 	done       bool // trailers written, or stream reset
+	sent       int  // messages sent
 
 	bufs   [1]mem.Buffer
 	trlArr [5]hpack.HeaderField
@@ -103,8 +104,9 @@ func (st *ServerStream) SetTrailer(md metadata.MD) { _ = (*transportStream)(st).
 
 // SendMsg marshals m with the server's codec and sends it (with the headers first, if not
 // sent yet). It blocks while the client's flow-control window is closed, until the stream
-// ends. The message is flushed "soon" (within flushDelay) unless the handler returns first,
-// so a unary response leaves in one write with its trailers.
+// ends. The first message is flushed "soon" (within flushDelay) unless the handler returns
+// first, so a unary response leaves in one write with its trailers; later messages are
+// flushed at once.
 func (st *ServerStream) SendMsg(m any) error {
 	srv := st.sc.srv
 	bs, err := srv.codec.Marshal(m)
@@ -126,8 +128,13 @@ func (st *ServerStream) SendMsg(m any) error {
 		st.headerSent = true
 		hdr = st.headerFieldsLocked()
 	}
+	// The first message is flushed soon: a unary handler returns right after it, and the
+	// trailers then leave in the same write. Any later one means a stream, whose messages
+	// the client waits for one by one: it goes at once (with the first, if still buffered).
+	now := st.sent > 0
+	st.sent++
 	st.hmu.Unlock()
-	if err := st.sc.writeMsg(&st.s, &outFrames{hdr: hdr, msg: p, hasMsg: true}, st.ctx.Done()); err != nil {
+	if err := st.sc.writeMsg(&st.s, &outFrames{hdr: hdr, msg: p, hasMsg: true, now: now}, st.ctx.Done()); err != nil {
 		return st.writeError(err)
 	}
 	if len(srv.sh) > 0 {
