@@ -122,7 +122,7 @@ func (c *Call) IDs() map[string]string {
 	if !c.idsDone {
 		c.idsDone = true
 		if c.info != nil && c.Request != nil {
-			c.ids = requestIDs(c.info.desc.Input(), c.Request)
+			c.ids = requestIDs(c.info.idFields, c.Request)
 		}
 	}
 	return c.ids

@@ -19,6 +19,8 @@ type methodInfo struct {
 	desc protoreflect.MethodDescriptor
 	// input and output are the Go message types of request and response.
 	input, output protoreflect.MessageType
+	// idFields are the request's fields of recordedIDFields (see idFieldsOf).
+	idFields []protoreflect.FieldDescriptor
 }
 
 // streaming reports whether either side of the method streams.
@@ -54,7 +56,7 @@ func lookupMethod(fullMethod string) *methodInfo {
 	if err1 != nil || err2 != nil {
 		return nil
 	}
-	return &methodInfo{name: method, desc: md, input: in, output: out}
+	return &methodInfo{name: method, desc: md, input: in, output: out, idFields: idFieldsOf(md.Input())}
 }
 
 func hasKnownPackage(service string) bool {

@@ -81,24 +81,37 @@ func observeCalls(observers []CallObserver) Middleware {
 }
 
 // recordedIDFields are the request fields whose values identify what a call is about.
-var recordedIDFields = []protoreflect.Name{"name", "volume_id", "snapshot_id", "source_volume_id", "node_id", "volume_group_id", "group_snapshot_id"}
+var recordedIDFields = [...]protoreflect.Name{"name", "volume_id", "snapshot_id", "source_volume_id", "node_id", "volume_group_id", "group_snapshot_id"}
 
-// requestIDs returns the identifying fields a request of type md sets, read off its wire
-// bytes raw without decoding the rest (as wireString does), or nil.
-func requestIDs(md protoreflect.MessageDescriptor, raw []byte) map[string]string {
+// idFieldsOf returns the fields of recordedIDFields that md has as singular strings, in that
+// order (nil entries for the others), for requestIDs.
+func idFieldsOf(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	fds := make([]protoreflect.FieldDescriptor, len(recordedIDFields))
+	for i, name := range recordedIDFields {
+		if fd := md.Fields().ByName(name); isSingularString(fd) {
+			fds[i] = fd
+		}
+	}
+	return fds
+}
+
+// requestIDs returns the identifying fields a request sets, read in one pass off its wire
+// bytes raw without decoding the rest (see wireStrings); fds are its idFieldsOf. Nil when
+// there are none.
+func requestIDs(fds []protoreflect.FieldDescriptor, raw []byte) map[string]string {
+	var values [len(recordedIDFields)]string
+	if !wireStrings(raw, fds, values[:]) {
+		return nil
+	}
 	var out map[string]string
-	fields := md.Fields()
-	for _, name := range recordedIDFields {
-		fd := fields.ByName(name)
-		if fd == nil {
+	for i, v := range values {
+		if v == "" {
 			continue
 		}
-		if v, ok := wireString(raw, fd); ok && v != "" {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[string(name)] = v
+		if out == nil {
+			out = map[string]string{}
 		}
+		out[string(recordedIDFields[i])] = v
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func TestRequestIDs(t *testing.T) {
 		{"not a message", publishType, []byte{0xff, 0xff}, nil},
 	}
 	for _, tt := range tests {
-		if got := requestIDs(tt.md, tt.raw); !maps.Equal(got, tt.want) {
+		if got := requestIDs(idFieldsOf(tt.md), tt.raw); !maps.Equal(got, tt.want) {
 			t.Errorf("%s: requestIDs = %v, want %v", tt.name, got, tt.want)
 		}
 	}

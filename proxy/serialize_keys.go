@@ -3,9 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
-	"unicode/utf8"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -100,54 +98,20 @@ func operationOf(call *Call) (operation, bool) {
 		return operation{}, false
 	}
 	fields := call.info.desc.Input().Fields()
-	id, ok := wireString(call.Request, fields.ByName(k.field))
-	if !ok || id == "" {
+	fds := [2]protoreflect.FieldDescriptor{fields.ByName(k.field)}
+	if k.scope != "" {
+		fds[1] = fields.ByName(k.scope)
+	}
+	var values [2]string
+	if !wireStrings(call.Request, fds[:], values[:]) || values[0] == "" {
 		return operation{}, false
 	}
-	op := operation{key: k.kind.prefix + id, kind: k.kind, id: id,
+	op := operation{key: k.kind.prefix + values[0], kind: k.kind, id: values[0],
 		method: call.Method, name: call.info.name, call: call}
 	if k.scope != "" {
-		if op.scope, ok = wireString(call.Request, fields.ByName(k.scope)); !ok {
-			return operation{}, false
-		}
-		op.scopeLabel = k.scopeLabel
+		op.scope, op.scopeLabel = values[1], k.scopeLabel
 	}
 	return op, true
-}
-
-// wireString returns the value of the singular string field fd in raw, a message's wire
-// bytes: the last occurrence wins, as when decoding; "" when the field is absent. It returns
-// false when raw is not wire format, the field is not a singular string or its value is not
-// UTF-8 (proto.Unmarshal refuses such a message too).
-func wireString(raw []byte, fd protoreflect.FieldDescriptor) (string, bool) {
-	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
-		return "", false
-	}
-	var value []byte
-	for len(raw) > 0 {
-		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
-			return "", false
-		}
-		raw = raw[n:]
-		if num == fd.Number() && typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(raw)
-			if m < 0 {
-				return "", false
-			}
-			value, raw = v, raw[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, raw)
-		if m < 0 {
-			return "", false
-		}
-		raw = raw[m:]
-	}
-	if !utf8.Valid(value) {
-		return "", false
-	}
-	return string(value), true
 }
 
 // object names the object in messages: `volume "vol-1"`.

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// wireStrings reads the singular string fields fds of raw, a message's wire bytes, into
+// values (values[i] for fds[i]; a nil fds[i] is left out) in one pass, without decoding the
+// rest of the message: the last occurrence of a field wins, as when decoding, and an absent
+// field is "". It reports false when raw is not wire format or a value read is not UTF-8
+// (proto.Unmarshal refuses such a message too). Every non-nil fds[i] must be a singular
+// string field of raw's message type.
+func wireStrings(raw []byte, fds []protoreflect.FieldDescriptor, values []string) bool {
+	var found [8][]byte // the raw values, for fds of up to 8 fields without allocating
+	vals := found[:0]
+	if len(fds) > len(found) {
+		vals = make([][]byte, 0, len(fds))
+	}
+	vals = vals[:len(fds)]
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return false
+		}
+		raw = raw[n:]
+		m := protowire.ConsumeFieldValue(num, typ, raw)
+		if m < 0 {
+			return false
+		}
+		if typ == protowire.BytesType {
+			for i, fd := range fds {
+				if fd != nil && fd.Number() == num {
+					vals[i], _ = protowire.ConsumeBytes(raw[:m])
+				}
+			}
+		}
+		raw = raw[m:]
+	}
+	for i, v := range vals {
+		if !utf8.Valid(v) {
+			return false
+		}
+		values[i] = string(v)
+	}
+	return true
+}
+
+// wireString returns the value of the singular string field fd in raw (see wireStrings); it
+// returns false when fd is not a singular string field too.
+func wireString(raw []byte, fd protoreflect.FieldDescriptor) (string, bool) {
+	if !isSingularString(fd) {
+		return "", false
+	}
+	var value [1]string
+	ok := wireStrings(raw, []protoreflect.FieldDescriptor{fd}, value[:])
+	return value[0], ok
+}
+
+// isSingularString reports whether fd is a string field that is not repeated.
+func isSingularString(fd protoreflect.FieldDescriptor) bool {
+	return fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList()
+}
