@@ -8,6 +8,7 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
@@ -20,7 +21,14 @@ import (
 // tracing.Propagator()). The span is named after the method ("csi.v1.Controller/CreateVolume")
 // and ends when the caller's call does, with otelgrpc's rpc.* attributes; annotateSpan adds
 // what the gateway knows about the call.
+//
+// With tracing off (tp is otel's no-op provider) no span is started: the handler only takes
+// the caller's trace context into the call's context (see traceContextOnly), so logs, call
+// records and the backends still carry the caller's trace, at a fraction of otelgrpc's cost.
 func TracingStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
+	if _, off := tp.(noop.TracerProvider); off {
+		return traceContextOnly{prop}
+	}
 	return otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop))
 }
 

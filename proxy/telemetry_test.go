@@ -26,6 +26,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -607,6 +608,36 @@ func TestTracingOff(t *testing.T) {
 	for name, seen := range map[string][]string{"grpc": gappl.seen(), "rest": happl.seen()} {
 		if len(seen) != 1 || seen[0] != "" {
 			t.Errorf("%s: the appliance got traceparents %q, want none", name, seen)
+		}
+	}
+}
+
+// TestTracingOffCarriesCallersTrace: with tracing off (the no-op provider, as `serve` has it)
+// the gateway makes no span but still takes the caller's trace context from its metadata: the
+// call record has the caller's trace ID, and both backends pass it on to the appliance.
+func TestTracingOffCarriesCallersTrace(t *testing.T) {
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	off, prop := tracenoop.NewTracerProvider(), tracing.Propagator()
+	gappl := startGRPCAppliance(t, nil, nil, nil)
+	happl := startHTTPAppliance(t, nil, nil, nil)
+	for name, be := range map[string]backends.Backend{
+		"grpc": newGRPCBackend(t, gappl.sock, off, prop),
+		"rest": newRESTBackend(t, happl.URL, off, prop),
+	} {
+		obs := &recordObserver{}
+		ts := startTracedGateway(t, be, off, prop, obs)
+		ctx := metadata.AppendToOutgoingContext(serverCallCtx(t),
+			"traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01", "baggage", "tenant=blue")
+		if _, err := csi.NewControllerClient(ts.conn).CreateVolume(ctx, serverCreateVolumeRequest("pvc-"+name)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if recs := obs.all(); len(recs) != 1 || recs[0].TraceID != callerTrace {
+			t.Errorf("%s: call records %+v, want one with the caller's trace ID %s", name, recs, callerTrace)
+		}
+	}
+	for name, seen := range map[string][]string{"grpc": gappl.seen(), "rest": happl.seen()} {
+		if len(seen) != 1 || !strings.HasPrefix(seen[0], "00-"+callerTrace+"-") {
+			t.Errorf("%s: the appliance got traceparents %q, want the caller's trace %s", name, seen, callerTrace)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package grpc
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -10,13 +9,13 @@ import (
 )
 
 // outgoingContext returns ctx with the caller's incoming metadata as the outgoing metadata of
-// the call to the driver, minus what belongs to one HTTP/2 hop (see forwardable). Outgoing
+// the call to the driver, minus what belongs to one HTTP/2 hop (see dropHopHeaders). Outgoing
 // metadata the gateway already put in ctx (trace context, for one) is kept and wins over the
 // caller's value of the same key. The deadline and cancellation of ctx carry over as they are:
 // grpc sends the remaining time as grpc-timeout.
 func outgoingContext(ctx context.Context) context.Context {
-	in, _ := metadata.FromIncomingContext(ctx)
-	md := forwardable(in)
+	in, _ := metadata.FromIncomingContext(ctx) // a copy: ctx's own metadata is not changed
+	md := dropHopHeaders(in)
 	if out, ok := metadata.FromOutgoingContext(ctx); ok {
 		for k, v := range out {
 			md[k] = v
@@ -25,19 +24,21 @@ func outgoingContext(ctx context.Context) context.Context {
 	return metadata.NewOutgoingContext(ctx, md)
 }
 
-// forwardable returns a copy of md without the keys that describe one HTTP/2 hop rather than
+// dropHopHeaders removes from md, in place, the keys that describe one HTTP/2 hop rather than
 // the call: pseudo-headers (":authority"), "content-type", "user-agent", "te", connection
 // headers, and every "grpc-*" key (grpc-timeout is carried by the deadline, the others are
-// grpc's own framing). It never returns nil.
-func forwardable(md metadata.MD) metadata.MD {
-	out := make(metadata.MD, len(md))
-	for k, v := range md {
-		if hopHeader(k) {
-			continue
-		}
-		out[k] = slices.Clone(v)
+// grpc's own framing). It returns md, or an empty MD for a nil one: never nil. Callers pass
+// metadata they own (a copy, or what a call option filled in).
+func dropHopHeaders(md metadata.MD) metadata.MD {
+	if md == nil {
+		return metadata.MD{}
 	}
-	return out
+	for k := range md {
+		if hopHeader(k) {
+			delete(md, k)
+		}
+	}
+	return md
 }
 
 func hopHeader(key string) bool {
@@ -57,10 +58,10 @@ func hopHeader(key string) bool {
 // server stream found in ctx. Errors are ignored: ctx is not always a server context (Ready,
 // tests, in-process callers), and headers the caller's stream has already sent cannot change.
 func relayResponseMetadata(ctx context.Context, header, trailer metadata.MD) {
-	if md := forwardable(header); len(md) > 0 {
+	if md := dropHopHeaders(header); len(md) > 0 {
 		_ = grpc.SetHeader(ctx, md)
 	}
-	if md := forwardable(trailer); len(md) > 0 {
+	if md := dropHopHeaders(trailer); len(md) > 0 {
 		_ = grpc.SetTrailer(ctx, md)
 	}
 }
