@@ -15,7 +15,7 @@ TEST_FLAGS ?=
 FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
 	./backends/embedded:FuzzParseExt4Size ./backends/rest:FuzzDecodeError \
 	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub ./proxy:FuzzWireString ./proxy/tenancy:FuzzScopeID \
-	./internal/h2grpc:FuzzTimeout
+	./internal/h2grpc:FuzzTimeout ./internal/h2grpc:FuzzHeaderReader
 FUZZTIME       ?= 1m
 FUZZTIME_SHORT ?= 3s
 

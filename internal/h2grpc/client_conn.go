@@ -57,7 +57,7 @@ func (ct *clientTransport) handshake() error {
 	if err := ct.writePreamble(true, 0); err != nil {
 		return err
 	}
-	f, err := ct.rfr.ReadFrame()
+	f, err := ct.hr.readFrame()
 	if err != nil {
 		return fmt.Errorf("reading the server preface: %w", err)
 	}
@@ -185,7 +185,7 @@ func (ct *clientTransport) readLoop() {
 
 func (ct *clientTransport) readFrames() error {
 	for {
-		f, err := ct.rfr.ReadFrame()
+		f, err := ct.hr.readFrame()
 		if err == nil {
 			err = ct.handle(f)
 		}

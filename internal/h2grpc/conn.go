@@ -21,7 +21,8 @@ type h2conn struct {
 	nc  net.Conn
 	w   frameWriter
 	br  *bufio.Reader
-	rfr *http2.Framer // read side; the reader goroutine only
+	rfr *http2.Framer // read side; the reader goroutine only, through hr
+	hr  headerReader
 
 	mu          sync.Mutex
 	streams     map[uint32]stream
@@ -42,8 +43,7 @@ func (c *h2conn) init(nc net.Conn) {
 	c.w.init(nc, func(error) { nc.Close() })
 	c.br = bufio.NewReaderSize(nc, readBufferSize)
 	c.rfr = http2.NewFramer(nil, c.br)
-	c.rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.rfr.MaxHeaderListSize = maxHeaderListSize
+	c.hr.init(c.rfr, maxHeaderListSize)
 	c.rfr.SetReuseFrames()
 	c.streams = make(map[uint32]stream)
 	c.sendWin, c.peerInitWin = 65535, 65535

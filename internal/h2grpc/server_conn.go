@@ -73,7 +73,7 @@ func (sc *serverConn) serve() {
 	}
 	first := true
 	for {
-		f, err := sc.rfr.ReadFrame()
+		f, err := sc.hr.readFrame()
 		if err == nil && first {
 			if _, ok := f.(*http2.SettingsFrame); !ok {
 				err = http2.ConnectionError(http2.ErrCodeProtocol) // the preface's SETTINGS first
