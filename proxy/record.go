@@ -36,8 +36,20 @@ type CallRecord struct {
 // CallObserver receives a record of every call when it ends. Observe is called on the
 // call's goroutine, so it must be quick and must never block: an observer that buffers
 // (the tap) drops records rather than slow a call down.
+//
+// An observer that is often idle may also have an `Observing() bool` method (the tap does:
+// it is idle while nobody watches); while it reports false it is given no records, and when
+// no observer wants one the record is not built.
 type CallObserver interface {
 	Observe(CallRecord)
+}
+
+// observing reports whether o wants records now.
+func observing(o CallObserver) bool {
+	if idle, ok := o.(interface{ Observing() bool }); ok {
+		return idle.Observing()
+	}
+	return true
 }
 
 // newCallRecord builds the record of call, which ended with err (already canonicalized).
@@ -64,16 +76,21 @@ func newCallRecord(ctx context.Context, call *Call, err error) CallRecord {
 	return rec
 }
 
-// observeCalls hands the record of every call to each observer.
+// observeCalls hands the record of every call to each observer that is observing.
 func observeCalls(observers []CallObserver) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)
-			if len(observers) > 0 {
-				rec := newCallRecord(ctx, call, err)
-				for _, o := range observers {
-					o.Observe(rec)
+			var rec *CallRecord // built for the first observer that wants it
+			for _, o := range observers {
+				if !observing(o) {
+					continue
 				}
+				if rec == nil {
+					r := newCallRecord(ctx, call, err)
+					rec = &r
+				}
+				o.Observe(*rec)
 			}
 			return err
 		}

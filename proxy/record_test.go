@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"maps"
 	"testing"
 
@@ -32,5 +33,31 @@ func TestRequestIDs(t *testing.T) {
 		if got := requestIDs(idFieldsOf(tt.md), tt.raw); !maps.Equal(got, tt.want) {
 			t.Errorf("%s: requestIDs = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// countingObserver counts the records it is given; observing is what its Observing says.
+type countingObserver struct {
+	observing bool
+	got       int
+}
+
+func (o *countingObserver) Observe(CallRecord) { o.got++ }
+func (o *countingObserver) Observing() bool    { return o.observing }
+
+type plainObserver struct{ got int }
+
+func (o *plainObserver) Observe(CallRecord) { o.got++ }
+
+// TestObserveCallsSkipsIdleObservers: an observer that says it is not observing gets no
+// record; one that is, and one that cannot say, get one each.
+func TestObserveCallsSkipsIdleObservers(t *testing.T) {
+	idle, busy, plain := &countingObserver{}, &countingObserver{observing: true}, &plainObserver{}
+	h := observeCalls([]CallObserver{idle, busy, plain})(func(context.Context, *Call) error { return nil })
+	if err := h(context.Background(), &Call{Method: "/csi.v1.Identity/Probe"}); err != nil {
+		t.Fatal(err)
+	}
+	if idle.got != 0 || busy.got != 1 || plain.got != 1 {
+		t.Fatalf("records given: idle %d, observing %d, plain %d; want 0, 1, 1", idle.got, busy.got, plain.got)
 	}
 }

@@ -124,6 +124,10 @@ func (t *Tap) offer(s *tapSub, rec *CallRecord) {
 	}
 }
 
+// Observing reports whether anyone watches: while nobody does, the gateway builds no call
+// records for the tap (see CallObserver).
+func (t *Tap) Observing() bool { return t.Subscribers() > 0 }
+
 // Subscribers returns the number of open streams.
 func (t *Tap) Subscribers() int {
 	if subs := t.subs.Load(); subs != nil {

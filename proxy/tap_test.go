@@ -124,10 +124,13 @@ func waitSubscribers(t *testing.T, tap *Tap, n int) {
 
 func TestTapStreamsRecords(t *testing.T) {
 	tap := NewTap()
+	if tap.Observing() {
+		t.Fatal("a tap nobody watches is observing: every call would build a record for nothing")
+	}
 	base := startTap(t, tap)
 	c := openTap(t, base, "")
-	if n := tap.Subscribers(); n != 1 {
-		t.Fatalf("%d subscribers once the stream answered, want 1", n)
+	if n := tap.Subscribers(); n != 1 || !tap.Observing() {
+		t.Fatalf("%d subscribers (observing: %v) once the stream answered, want 1", n, tap.Observing())
 	}
 	rec := CallRecord{
 		Time: time.Date(2026, 3, 1, 12, 30, 45, 123456789, time.UTC), Method: "CreateVolume",

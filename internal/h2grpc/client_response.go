@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
@@ -43,7 +42,7 @@ func (cs *clientStream) onHeaders(f *http2.MetaHeadersFrame) {
 		code       = codes.Unknown
 		hasStatus  bool
 		msg        string
-		md         metadata.MD
+		mdb        mdBuilder
 		fieldErr   *status.Status
 	)
 	for _, hf := range f.Fields {
@@ -54,7 +53,7 @@ func (cs *clientStream) onHeaders(f *http2.MetaHeadersFrame) {
 				break
 			}
 			ctErr, isGRPC = "", true
-			md = appendMD(md, hf.Name, hf.Value, len(f.Fields))
+			mdb.add(hf.Name, hf.Value, len(f.Fields))
 		case "grpc-encoding":
 			cs.recvCompress = hf.Value
 		case "grpc-status":
@@ -76,7 +75,7 @@ func (cs *clientStream) onHeaders(f *http2.MetaHeadersFrame) {
 				fieldErr = status.Newf(codes.Internal, "transport: malformed %s: %v", hf.Name, err)
 				break
 			}
-			md = appendMD(md, hf.Name, v, len(f.Fields))
+			mdb.add(hf.Name, v, len(f.Fields))
 		}
 	}
 	if !isGRPC {
@@ -99,6 +98,7 @@ func (cs *clientStream) onHeaders(f *http2.MetaHeadersFrame) {
 		}
 		fieldErr = st
 	}
+	md := mdb.md
 	if fieldErr != nil {
 		r.mu.Unlock()
 		code := http2.ErrCodeProtocol
@@ -130,14 +130,6 @@ func (cs *clientStream) onHeaders(f *http2.MetaHeadersFrame) {
 	if !cs.sentEnd.Load() {
 		cs.ct.queueRST(f.StreamID, http2.ErrCodeNo)
 	}
-}
-
-func appendMD(md metadata.MD, k, v string, n int) metadata.MD {
-	if md == nil {
-		md = make(metadata.MD, n)
-	}
-	md[k] = append(md[k], v)
-	return md
 }
 
 func (cs *clientStream) outPayloadStats(m any, n int) {

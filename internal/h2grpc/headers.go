@@ -148,3 +148,26 @@ func headerListSize(hf []hpack.HeaderField) uint64 {
 	}
 	return n
 }
+
+// mdBuilder collects the metadata of a header block. Every key's values are a slice of one
+// shared array, with its capacity cut to its length (appending to a repeated key copies, and
+// never overwrites the next key's value): a block costs one allocation for all its values
+// instead of one per key.
+type mdBuilder struct {
+	md   metadata.MD // nil until the first add
+	vals []string
+}
+
+// add appends v to k's values; the first add makes the map and the array, sized for n fields.
+func (b *mdBuilder) add(k, v string, n int) {
+	if b.md == nil {
+		b.md, b.vals = make(metadata.MD, n), make([]string, 0, n)
+	}
+	if old, ok := b.md[k]; ok {
+		b.md[k] = append(old, v)
+		return
+	}
+	b.vals = append(b.vals, v)
+	i := len(b.vals)
+	b.md[k] = b.vals[i-1 : i : i]
+}

@@ -1,6 +1,7 @@
 package h2grpc
 
 import (
+	"reflect"
 	"testing"
 
 	"golang.org/x/net/http2/hpack"
@@ -83,5 +84,27 @@ func TestReservedHeaders(t *testing.T) {
 	}
 	if headerListSize([]hpack.HeaderField{{Name: "ab", Value: "cde"}}) != 37 {
 		t.Error("headerListSize")
+	}
+}
+
+// TestMDBuilder: values of different keys share one array, yet appending to a key (a repeated
+// key, or the caller's own append later) never changes another key's values.
+func TestMDBuilder(t *testing.T) {
+	var b mdBuilder
+	b.add("a", "1", 4)
+	b.add("b", "2", 4)
+	b.add("a", "3", 4)
+	b.add("c", "4", 4)
+	want := metadata.MD{"a": {"1", "3"}, "b": {"2"}, "c": {"4"}}
+	if !reflect.DeepEqual(b.md, want) {
+		t.Fatalf("md = %v, want %v", b.md, want)
+	}
+	b.md["b"] = append(b.md["b"], "x")
+	if got := b.md["c"]; len(got) != 1 || got[0] != "4" {
+		t.Fatalf("appending to b changed c: %v", got)
+	}
+	var empty mdBuilder
+	if empty.md != nil {
+		t.Fatal("an mdBuilder with nothing added has metadata")
 	}
 }

@@ -192,7 +192,7 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 	st.s.id = id
 	st.s.rb.init()
 	var (
-		md         = make(metadata.MD, len(f.Fields))
+		mdb        mdBuilder
 		method     string
 		isGRPC     bool
 		badCT      string
@@ -215,7 +215,7 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 			if hf.Value != baseContentType && hf.Value[len(baseContentType)] != '+' {
 				st.contentType = contentType(sub)
 			}
-			md[hf.Name] = append(md[hf.Name], hf.Value)
+			mdb.add(hf.Name, hf.Value, len(f.Fields))
 		case "grpc-encoding":
 			st.recvCompress = hf.Value
 		case ":method":
@@ -239,8 +239,12 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 				headerErr = status.Newf(codes.Internal, "malformed binary metadata %q in header %q: %v", hf.Value, hf.Name, err)
 				break
 			}
-			md[hf.Name] = append(md[hf.Name], v)
+			mdb.add(hf.Name, v, len(f.Fields))
 		}
+	}
+	md := mdb.md
+	if md == nil {
+		md = metadata.MD{}
 	}
 	end := f.StreamEnded()
 	if len(md[":authority"]) > 1 || len(md["host"]) > 1 {
