@@ -81,16 +81,16 @@ func observeCalls(observers []CallObserver) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)
-			var rec *CallRecord // built for the first observer that wants it
+			var rec CallRecord // built for the first observer that wants it
+			built := false
 			for _, o := range observers {
 				if !observing(o) {
 					continue
 				}
-				if rec == nil {
-					r := newCallRecord(ctx, call, err)
-					rec = &r
+				if !built {
+					rec, built = newCallRecord(ctx, call, err), true
 				}
-				o.Observe(*rec)
+				o.Observe(rec)
 			}
 			return err
 		}
