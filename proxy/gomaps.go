@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"reflect"
 	"strings"
 
@@ -12,11 +13,12 @@ import (
 // goStruct locates, in the generated Go struct of a message type, the fields that
 // protoreflect reads slowly, so that the redactor and the validator read them with plain
 // reflect: map<string, string> fields (CSI's parameters, secrets, contexts and topology
-// segments), repeated strings, and singular and repeated message fields. protoreflect
-// allocates for every map, list, key and value it hands out, and reaches a nested message
-// through a type lookup; those fields are most of what CSI messages hold. Every other field
-// (scalars, oneof members, maps of other types) is read through protoreflect. The zero value
-// knows no field. Immutable once built.
+// segments), repeated strings, singular and repeated message fields, and plain scalars.
+// protoreflect allocates for every map, list, key and value it hands out, reaches a nested
+// message through a type lookup, and checks every field it is asked for; those fields are
+// most of what CSI messages hold. Every other field (oneof members, fields with explicit
+// presence, bytes, maps of other types) is read through protoreflect. The zero value knows no
+// field. Immutable once built.
 type goStruct struct {
 	goType reflect.Type // the generated *T of the message type
 	fields []goField    // by field index
@@ -31,6 +33,7 @@ const (
 	goStrings                 // []string
 	goMessage                 // *C, C a generated message
 	goMessages                // []*C
+	goScalar                  // a string, bool, number or enum without presence (see goScalarValue)
 )
 
 // goField is how one field is read, and from which field of the Go struct.
@@ -93,8 +96,47 @@ func goKindOf(fd protoreflect.FieldDescriptor, t reflect.Type) goKind {
 		if isGoMessage(t) {
 			return goMessage
 		}
+	case !fd.HasPresence() && scalarGoKinds[fd.Kind()] == t.Kind():
+		return goScalar
 	}
 	return goReflect
+}
+
+// scalarGoKinds is the Go kind generated code gives a plain scalar field of each kind (bytes,
+// groups and messages have none).
+var scalarGoKinds = map[protoreflect.Kind]reflect.Kind{
+	protoreflect.StringKind: reflect.String, protoreflect.BoolKind: reflect.Bool, protoreflect.EnumKind: reflect.Int32,
+	protoreflect.Int32Kind: reflect.Int32, protoreflect.Sint32Kind: reflect.Int32, protoreflect.Sfixed32Kind: reflect.Int32,
+	protoreflect.Int64Kind: reflect.Int64, protoreflect.Sint64Kind: reflect.Int64, protoreflect.Sfixed64Kind: reflect.Int64,
+	protoreflect.Uint32Kind: reflect.Uint32, protoreflect.Fixed32Kind: reflect.Uint32,
+	protoreflect.Uint64Kind: reflect.Uint64, protoreflect.Fixed64Kind: reflect.Uint64,
+	protoreflect.FloatKind: reflect.Float32, protoreflect.DoubleKind: reflect.Float64,
+}
+
+// goScalarValue is the value of fv, the struct field of the goScalar field fd, as
+// protoreflect's Get would return it.
+func goScalarValue(fd protoreflect.FieldDescriptor, fv reflect.Value) protoreflect.Value {
+	switch fv.Kind() {
+	case reflect.String:
+		return protoreflect.ValueOfString(fv.String())
+	case reflect.Bool:
+		return protoreflect.ValueOfBool(fv.Bool())
+	case reflect.Int32:
+		if fd.Kind() == protoreflect.EnumKind {
+			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(fv.Int()))
+		}
+		return protoreflect.ValueOfInt32(int32(fv.Int()))
+	case reflect.Int64:
+		return protoreflect.ValueOfInt64(fv.Int())
+	case reflect.Uint32:
+		return protoreflect.ValueOfUint32(uint32(fv.Uint()))
+	case reflect.Uint64:
+		return protoreflect.ValueOfUint64(fv.Uint())
+	case reflect.Float32:
+		return protoreflect.ValueOfFloat32(float32(fv.Float()))
+	default: // reflect.Float64, as goKindOf allows no other
+		return protoreflect.ValueOfFloat64(fv.Float())
+	}
 }
 
 // isGoMessage reports whether t is the pointer type of a generated message.
@@ -108,20 +150,31 @@ func (s *goStruct) of(m protoreflect.Message) (v reflect.Value, ok bool) {
 	if s.goType == nil {
 		return reflect.Value{}, false
 	}
-	v = reflect.ValueOf(m.Interface())
-	if v.Type() != s.goType || v.IsNil() {
+	return s.ofGo(reflect.ValueOf(m.Interface()))
+}
+
+// ofGo is of for a message the caller holds as its Go pointer v (a *T): cheaper than going
+// through protoreflect's Interface.
+func (s *goStruct) ofGo(v reflect.Value) (reflect.Value, bool) {
+	if s.goType == nil || v.Type() != s.goType || v.IsNil() {
 		return reflect.Value{}, false
 	}
 	return v.Elem(), true
 }
 
 // goSet reports whether the struct field v of a goField that is not goReflect is populated,
-// as protoreflect's Has would: a message pointer not nil, a list or map not empty.
+// as protoreflect's Has would: a message pointer not nil, a list, map or string not empty, a
+// number not zero; a float is set unless all its bits are zero (-0.0 is set).
 func goSet(v reflect.Value) bool {
-	if v.Kind() == reflect.Pointer {
+	switch v.Kind() {
+	case reflect.Pointer:
 		return !v.IsNil()
+	case reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() > 0
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(v.Float()) != 0
 	}
-	return v.Len() > 0
+	return !v.IsZero()
 }
 
 // goMessageAt returns the message held by v, a *C of a goMessage field or element of a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"maps"
+	"math"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // TestGoStructStringMap checks that the map<string, string> fields of a generated message are
@@ -57,18 +59,18 @@ func TestGoStructKinds(t *testing.T) {
 		fields map[protoreflect.Name]goKind
 	}{
 		{(&csi.NodePublishVolumeRequest{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"volume_id": goReflect, "readonly": goReflect, "publish_context": goStringMap,
+			"volume_id": goScalar, "readonly": goScalar, "publish_context": goStringMap,
 			"volume_capability": goMessage,
 		}},
 		{(&csi.VolumeCapability{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
 			"block": goReflect, "mount": goReflect, "access_mode": goMessage, // a oneof's members: protoreflect
 		}},
 		{(&csi.VolumeCapability_MountVolume{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"fs_type": goReflect, "mount_flags": goStrings,
+			"fs_type": goScalar, "mount_flags": goStrings,
 		}},
 		{(&csi.ListVolumesResponse{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{"entries": goMessages}},
 		{(&descriptorpb.FieldDescriptorProto{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"name": goReflect, "options": goMessage,
+			"name": goReflect, "options": goMessage, // proto2: name has presence, a *string
 		}},
 	} {
 		s := newGoStruct(tc.md)
@@ -76,6 +78,44 @@ func TestGoStructKinds(t *testing.T) {
 			if got := s.fields[tc.md.Fields().ByName(name).Index()].kind; got != want {
 				t.Errorf("%s.%s: kind %d, want %d", tc.md.FullName(), name, got, want)
 			}
+		}
+	}
+}
+
+// TestGoScalarValue: every plain scalar read from a Go struct is set when protoreflect's Has
+// says so, with the value its Get returns, for each Go kind a scalar can have (-0.0 is set).
+func TestGoScalarValue(t *testing.T) {
+	for _, m := range []proto.Message{
+		wrapperspb.String("x"), wrapperspb.Bool(true), wrapperspb.Int32(-3), wrapperspb.Int64(-1 << 40),
+		wrapperspb.UInt32(7), wrapperspb.UInt64(1 << 63), wrapperspb.Float(1.5), wrapperspb.Double(math.Copysign(0, -1)),
+		&wrapperspb.Int64Value{}, &wrapperspb.StringValue{},
+		&csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+		&csi.NodePublishVolumeRequest{VolumeId: "vol-1", Readonly: true},
+	} {
+		rm := m.ProtoReflect()
+		md := rm.Descriptor()
+		s := newGoStruct(md)
+		sv, ok := s.of(rm)
+		if !ok {
+			t.Fatalf("%s: not read by its struct", md.FullName())
+		}
+		scalars := 0
+		for i := range md.Fields().Len() {
+			fd, f := md.Fields().Get(i), s.fields[i]
+			if f.kind != goScalar {
+				continue
+			}
+			scalars++
+			fv := sv.Field(f.index)
+			if goSet(fv) != rm.Has(fd) {
+				t.Errorf("%s: set %v, protoreflect says %v", fd.FullName(), goSet(fv), rm.Has(fd))
+			}
+			if got, want := goScalarValue(fd, fv), rm.Get(fd); !got.Equal(want) {
+				t.Errorf("%s: %v, protoreflect says %v", fd.FullName(), got, want)
+			}
+		}
+		if scalars == 0 {
+			t.Errorf("%s: no field read as a plain scalar", md.FullName())
 		}
 	}
 }

@@ -29,7 +29,7 @@ func (r *Redactor) JSON(m proto.Message) string {
 		return "{}" // Probe, GetPluginInfo, the Get…Capabilities requests, Empty
 	}
 	bp := jsonBuffers.Get().(*[]byte)
-	b := r.appendMessage((*bp)[:0], rm, p)
+	b := r.appendMessage((*bp)[:0], rm, reflect.ValueOf(m), p)
 	s := "{}" // a message with no field set, without a copy
 	if string(b) != s {
 		s = string(b)
@@ -43,14 +43,20 @@ func (r *Redactor) JSON(m proto.Message) string {
 var jsonBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // appendMessage appends m, redacted by p, as a JSON value: its fields in index order, as
-// protojson orders them.
-func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan) []byte {
+// protojson orders them. gv is m's Go pointer when the caller has it (else the zero Value).
+func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, gv reflect.Value, p *redactPlan) []byte {
 	if p.wellKnown {
 		if wkt, ok := appendWellKnown(b, m); ok {
 			return wkt
 		}
 	}
-	sv, byStruct := p.gs.of(m)
+	var sv reflect.Value
+	var byStruct bool
+	if gv.IsValid() {
+		sv, byStruct = p.gs.ofGo(gv)
+	} else {
+		sv, byStruct = p.gs.of(m)
+	}
 	b = append(b, '{')
 	first := true
 	for i, fd := range p.fields {
@@ -75,9 +81,12 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, p *redactPlan
 		}
 		first = false
 		b = append(b, p.jsonKeys[i]...)
-		if f.kind == goReflect {
+		switch f.kind {
+		case goReflect:
 			b = r.appendField(b, fd, m.Get(fd), step)
-		} else {
+		case goScalar:
+			b = r.appendField(b, fd, goScalarValue(fd, fv), step)
+		default:
 			b = r.appendGoField(b, f.kind, fv, step)
 		}
 	}
@@ -92,7 +101,7 @@ func (r *Redactor) appendGoField(b []byte, kind goKind, fv reflect.Value, step *
 	case goStringMap:
 		return r.appendStringMap(b, fv.Interface().(map[string]string), step)
 	case goMessage:
-		return r.appendMessage(b, goMessageAt(fv), step.next)
+		return r.appendMessage(b, goMessageAt(fv), fv, step.next)
 	}
 	b = append(b, '[')
 	for i := range fv.Len() {
@@ -101,7 +110,8 @@ func (r *Redactor) appendGoField(b []byte, kind goKind, fv reflect.Value, step *
 		}
 		switch {
 		case kind == goMessages:
-			b = r.appendMessage(b, goMessageAt(fv.Index(i)), step.next)
+			ev := fv.Index(i)
+			b = r.appendMessage(b, goMessageAt(ev), ev, step.next)
 		case step != nil && step.act == redactAll:
 			b = append(b, redactedJSON...)
 		default:
@@ -114,49 +124,43 @@ func (r *Redactor) appendGoField(b []byte, kind goKind, fv reflect.Value, step *
 // appendStringMap appends a map<string, string> field read from its Go map, keys sorted as
 // protojson sorts them, redacted by step.
 func (r *Redactor) appendStringMap(b []byte, gm map[string]string, step *redactStep) []byte {
-	// CSI's maps are small: their entries are gathered into arrays on the stack and sorted
-	// through an array of positions. Stores into a local array need no GC write barrier,
-	// unlike stores through a slice, which cost as much as the rest while a collection runs.
+	// CSI's maps are small: their keys are gathered into an array on the stack and sorted
+	// there (stores into a local array need no GC write barrier, unlike stores through a
+	// slice, which cost as much as the rest while a collection runs). A value is looked up
+	// only when it is written: a secrets map's never are.
 	const small = 16
 	if len(gm) > small {
-		keys := slices.Sorted(maps.Keys(gm))
-		vals, order := make([]string, len(keys)), make([]int, len(keys))
-		for i, k := range keys {
-			vals[i], order[i] = gm[k], i
-		}
-		return r.appendStringEntries(b, keys, vals, order, step)
+		return r.appendStringEntries(b, gm, slices.Sorted(maps.Keys(gm)), step)
 	}
-	var keys, vals [small]string
-	var order [small]int
+	var keys [small]string
 	n := 0
-	for k, v := range gm {
-		keys[n], vals[n], order[n] = k, v, n
+	for k := range gm {
+		keys[n] = k
 		n++
 	}
 	for i := 1; i < n; i++ { // insertion sort: the fastest for so few
-		for j := i; j > 0 && keys[order[j]] < keys[order[j-1]]; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
 		}
 	}
-	return r.appendStringEntries(b, keys[:n], vals[:n], order[:n], step)
+	return r.appendStringEntries(b, gm, keys[:n], step)
 }
 
-// appendStringEntries appends the map entries keys[i]: vals[i], in the order of i in order,
-// redacted by step.
-func (r *Redactor) appendStringEntries(b []byte, keys, vals []string, order []int, step *redactStep) []byte {
+// appendStringEntries appends the entries of gm, in the order of keys, redacted by step.
+func (r *Redactor) appendStringEntries(b []byte, gm map[string]string, keys []string, step *redactStep) []byte {
 	b = append(b, '{')
-	for n, i := range order {
-		if n > 0 {
+	for i, k := range keys {
+		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, keys[i])
+		b = appendJSONString(b, k)
 		b = append(b, ':')
 		switch {
 		case step != nil && step.act == redactAll,
-			step != nil && step.act == redactContext && !r.cfg.safeContextKeys[keys[i]]:
+			step != nil && step.act == redactContext && !r.cfg.safeContextKeys[k]:
 			b = append(b, redactedJSON...)
 		default:
-			b = appendJSONString(b, vals[i])
+			b = appendJSONString(b, gm[k])
 		}
 	}
 	return append(b, '}')
@@ -223,9 +227,9 @@ var (
 func (r *Redactor) appendSingle(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value, step *redactStep) []byte {
 	if k := fd.Kind(); k == protoreflect.MessageKind || k == protoreflect.GroupKind {
 		if step != nil && step.next != nil {
-			return r.appendMessage(b, v.Message(), step.next)
+			return r.appendMessage(b, v.Message(), reflect.Value{}, step.next)
 		}
-		return r.appendMessage(b, v.Message(), r.planFor(v.Message().Descriptor()))
+		return r.appendMessage(b, v.Message(), reflect.Value{}, r.planFor(v.Message().Descriptor()))
 	}
 	return appendScalar(b, fd, v)
 }
