@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func newChecker(s side) *checker {
 
 // check checks m and every message inside it.
 func (c *checker) check(m protoreflect.Message) {
-	c.message(m, rulePlanFor(m.Descriptor()))
+	c.message(m, reflect.Value{}, rulePlanFor(m.Descriptor()))
 }
 
 func (c *checker) add(format string, args ...any) {
@@ -89,17 +90,25 @@ func (c *checker) at(name protoreflect.Name) string {
 	return b.String()
 }
 
-// message checks m, of the type p was compiled for, and every message inside it.
-func (c *checker) message(m protoreflect.Message, p *rulePlan) {
+// message checks m, of the type p was compiled for, and every message inside it. gv is m's Go
+// pointer when the caller has it (else the zero Value): the fields goStruct knows are read
+// from m's struct, the others through protoreflect.
+func (c *checker) message(m protoreflect.Message, gv reflect.Value, p *rulePlan) {
+	msg := planMessage{m: m, p: p}
+	if gv.IsValid() {
+		msg.sv, msg.byStruct = p.goMaps.ofGo(gv)
+	} else {
+		msg.sv, msg.byStruct = p.goMaps.of(m)
+	}
 	for _, fd := range p.required {
-		if !m.Has(fd) {
+		if !msg.has(fd) {
 			c.add("%s is required", c.at(fd.Name()))
 		}
 	}
 	for i := 0; i < len(p.fields) && !c.full(); i++ { // declaration order: deterministic messages
-		if r := &p.fields[i]; m.Has(r.fd) {
+		if r := &p.fields[i]; msg.has(r.fd) {
 			c.push(pathElem{name: r.fd.Name()})
-			c.field(m, r, p)
+			c.field(msg, r)
 			c.pop()
 		}
 	}
@@ -108,45 +117,110 @@ func (c *checker) message(m protoreflect.Message, p *rulePlan) {
 	}
 }
 
-// field checks the populated field r of m (the checker is at the field).
-func (c *checker) field(m protoreflect.Message, r *fieldRule, p *rulePlan) {
+// planMessage is a message the checker is in, with the struct goStruct reads it by.
+type planMessage struct {
+	m        protoreflect.Message
+	p        *rulePlan
+	sv       reflect.Value
+	byStruct bool
+}
+
+// goField is how fd is read: from the struct, or (goReflect) through protoreflect.
+func (pm planMessage) goField(fd protoreflect.FieldDescriptor) (goKind, reflect.Value) {
+	if pm.byStruct {
+		if f := pm.p.goMaps.fields[fd.Index()]; f.kind != goReflect {
+			return f.kind, pm.sv.Field(f.index)
+		}
+	}
+	return goReflect, reflect.Value{}
+}
+
+// has reports whether fd is set, as protoreflect's Has does.
+func (pm planMessage) has(fd protoreflect.FieldDescriptor) bool {
+	if kind, fv := pm.goField(fd); kind != goReflect {
+		return goSet(fv)
+	}
+	return pm.m.Has(fd)
+}
+
+// field checks the populated field r of msg (the checker is at the field).
+func (c *checker) field(msg planMessage, r *fieldRule) {
+	kind, fv := msg.goField(r.fd)
 	switch r.kind {
 	case ruleString:
-		c.str(r, m.Get(r.fd).String())
+		if kind == goScalar {
+			c.str(r, fv.String())
+		} else {
+			c.str(r, msg.m.Get(r.fd).String())
+		}
 	case ruleNumber:
-		if m.Get(r.fd).Int() < 0 {
+		v := msg.m.Get(r.fd)
+		if kind == goScalar {
+			v = goScalarValue(r.fd, fv)
+		}
+		if v.Int() < 0 {
 			c.add("%s must not be negative", c.at(""))
 		}
 	case ruleMessage:
-		sub := m.Get(r.fd).Message()
+		var sub protoreflect.Message
+		var gv reflect.Value
+		if kind == goMessage {
+			sub, gv = goMessageAt(fv), fv
+		} else {
+			sub = msg.m.Get(r.fd).Message()
+		}
 		if r.wrapped != nil && sub.Get(r.wrapped).Int() < 0 { // a wrapped number (google.protobuf.Int64Value)
 			c.add("%s must not be negative", c.at(""))
 		}
-		c.message(sub, r.next)
+		c.message(sub, gv, r.next)
 	case ruleMessageList:
-		list := m.Get(r.fd).List()
+		if kind == goMessages {
+			for i := 0; i < fv.Len() && !c.full(); i++ {
+				c.push(pathElem{index: i})
+				ev := fv.Index(i)
+				c.message(goMessageAt(ev), ev, r.next)
+				c.pop()
+			}
+			return
+		}
+		list := msg.m.Get(r.fd).List()
 		for i := 0; i < list.Len() && !c.full(); i++ {
 			c.push(pathElem{index: i})
-			c.message(list.Get(i).Message(), r.next)
+			c.message(list.Get(i).Message(), reflect.Value{}, r.next)
 			c.pop()
 		}
-	case ruleStringList:
-		list := m.Get(r.fd).List()
-		for i := 0; i < list.Len() && !c.full(); i++ {
+	case ruleStringList, ruleMountFlags:
+		var list protoreflect.List
+		n := 0
+		if kind == goStrings {
+			n = fv.Len()
+		} else {
+			list = msg.m.Get(r.fd).List()
+			n = list.Len()
+		}
+		elem := func(i int) string {
+			if kind == goStrings {
+				return fv.Index(i).String()
+			}
+			return list.Get(i).String()
+		}
+		if r.kind == ruleMountFlags {
+			total := 0
+			for i := range n {
+				total += len(elem(i))
+			}
+			if total > maxMountFlagsBytes {
+				c.add("%s hold %d bytes together; CSI allows at most %d", c.at(""), total, maxMountFlagsBytes)
+			}
+			return
+		}
+		for i := 0; i < n && !c.full(); i++ {
 			c.push(pathElem{index: i})
-			c.str(r, list.Get(i).String())
+			c.str(r, elem(i))
 			c.pop()
-		}
-	case ruleMountFlags:
-		list, n := m.Get(r.fd).List(), 0
-		for i := 0; i < list.Len(); i++ {
-			n += len(list.Get(i).String())
-		}
-		if n > maxMountFlagsBytes {
-			c.add("%s hold %d bytes together; CSI allows at most %d", c.at(""), n, maxMountFlagsBytes)
 		}
 	case ruleStringMap:
-		c.stringMap(r, p.goMaps.stringMap(m, r.fd))
+		c.stringMap(r, msg.p.goMaps.stringMap(msg.m, r.fd))
 	}
 }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 )
@@ -17,7 +20,9 @@ import (
 // FuzzValidateRequest decodes arbitrary bytes into the request of a method the selector
 // picks (and into its response), and checks that validation never panics and is
 // deterministic: the same message gives the same violations, in the same order, every time.
-// The second selector byte picks which capabilities the backend advertises.
+// The checker must also find the same whether it reads a message's Go struct or reads it
+// through protoreflect alone (see sameThroughReflect). The second selector byte picks which
+// capabilities the backend advertises.
 func FuzzValidateRequest(f *testing.F) {
 	methods := slices.Sorted(maps.Keys(newMethodTable()))
 	index := func(method string) uint8 { return uint8(slices.Index(methods, method)) }
@@ -66,6 +71,7 @@ func FuzzValidateRequest(f *testing.F) {
 		if proto.Unmarshal(data, req) != nil {
 			return // the middleware refuses undecodable requests before any rule
 		}
+		sameThroughReflect(t, method, req)
 		first := v.checkRequest(ctx, method, "fake", req)
 		for range 2 {
 			if again := v.checkRequest(ctx, method, "fake", req); !slices.Equal(first, again) {
@@ -82,6 +88,7 @@ func FuzzValidateRequest(f *testing.F) {
 		if proto.Unmarshal(data, resp) != nil {
 			return
 		}
+		sameThroughReflect(t, method, resp)
 		out := v.checkResponse(ctx, method, "fake", req, resp)
 		if again := v.checkResponse(ctx, method, "fake", req, resp); !slices.Equal(out, again) {
 			t.Fatalf("%s: answer violations differ between runs:\n%v\n%v", method, out, again)
@@ -91,3 +98,31 @@ func FuzzValidateRequest(f *testing.F) {
 		}
 	})
 }
+
+// sameThroughReflect fails unless the checker finds the same violations in m whether it reads
+// the fields goStruct knows from m's Go struct (as it does) or every field through
+// protoreflect (with plans whose goStructs know no field).
+func sameThroughReflect(t *testing.T, method string, m proto.Message) {
+	t.Helper()
+	md := m.ProtoReflect().Descriptor()
+	p, ok := reflectOnlyPlans.Load(md)
+	if !ok {
+		plans := map[protoreflect.MessageDescriptor]*rulePlan{}
+		root := compileRules(md, plans)
+		for _, q := range plans {
+			q.goMaps = goStruct{}
+		}
+		p, _ = reflectOnlyPlans.LoadOrStore(md, root)
+	}
+	for _, sd := range []side{requestSide, responseSide} {
+		viaStruct, viaReflect := newChecker(sd), newChecker(sd)
+		viaStruct.check(m.ProtoReflect())
+		viaReflect.message(m.ProtoReflect(), reflect.Value{}, p.(*rulePlan))
+		if !slices.Equal(viaStruct.out, viaReflect.out) {
+			t.Fatalf("%s: the checker found\n%v\nreading Go structs, and\n%v\nthrough protoreflect", method, viaStruct.out, viaReflect.out)
+		}
+	}
+}
+
+// reflectOnlyPlans are sameThroughReflect's plans, by message descriptor.
+var reflectOnlyPlans sync.Map
