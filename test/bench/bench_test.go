@@ -13,22 +13,29 @@ import (
 	"time"
 )
 
-// TestMain serves the benchmark driver when the harness re-executes the test binary for it.
+// TestMain serves the benchmark driver, or the floor relay, when the harness re-executes the
+// test binary for it.
 func TestMain(m *testing.M) {
-	if socket := os.Getenv(backendEnv); socket != "" {
-		if err := runBackend(socket); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
+	var err error
+	switch {
+	case os.Getenv(backendEnv) != "":
+		err = runBackend(os.Getenv(backendEnv))
+	case os.Getenv(floorEnv) != "":
+		err = runFloorRelay(os.Getenv(floorEnv))
+	default:
+		os.Exit(m.Run())
 	}
-	os.Exit(m.Run())
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 // TestTinyRun runs the whole harness for a few seconds: every workload, two concurrencies,
 // every relay that is installed (it installs nothing), a soak of tinySoak calls, and checks
 // that every call succeeded and the report's tables parse. It asserts no timing.
 func TestTinyRun(t *testing.T) {
-	relays := []string{"direct", "passthrough", "full"}
+	relays := []string{"direct", "passthrough", "full", "floor"}
 	for _, tool := range []string{"haproxy", "socat"} {
 		if _, err := exec.LookPath(tool); err == nil {
 			relays = append(relays, tool)

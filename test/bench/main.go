@@ -18,6 +18,8 @@ func main() {
 	var err error
 	if socket := os.Getenv(backendEnv); socket != "" {
 		err = runBackend(socket)
+	} else if spec := os.Getenv(floorEnv); spec != "" {
+		err = runFloorRelay(spec)
 	} else {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr)

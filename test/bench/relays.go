@@ -13,7 +13,7 @@ import (
 
 // relaySpec is one of the ways of reaching the driver that issue #8 compares.
 type relaySpec struct {
-	key         string // a to e, as the issue names them
+	key         string // a to e, as the issue names them; f is the bench's own
 	name        string
 	description string
 }
@@ -25,6 +25,7 @@ var relaySpecs = []relaySpec{
 	{"c", "full", "csi-gateway, validation enforce, info log of every call to a file, tracing sampled at 1.0 (OTLP/gRPC to a collector on loopback), metrics"},
 	{"d", "haproxy", "haproxy, mode http, proto h2 on the listening and the driver's socket"},
 	{"e", "socat", "socat UNIX-LISTEN,fork to UNIX-CONNECT: a byte relay, one process per connection"},
+	{"f", "floor", "csi-gateway's HTTP/2 server and client (internal/h2grpc) with nothing between them: the transport alone, in Go"},
 }
 
 // relay is a running relay (or the direct path) and the client connection the load uses.
@@ -111,6 +112,11 @@ func startRelay(ctx context.Context, spec relaySpec, dir, backendSocket, gateway
 		cfg := filepath.Join(dir, "haproxy.cfg")
 		if err = os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, r.socket, backendSocket), 0o600); err == nil {
 			r.proc, err = startProcess(dir, spec.name, nil, tools["haproxy"], "-db", "-f", cfg)
+		}
+	case "floor":
+		var self string
+		if self, err = os.Executable(); err == nil {
+			r.proc, err = startProcess(dir, spec.name, []string{floorEnv + "=" + r.socket + " " + backendSocket}, self)
 		}
 	case "socat":
 		if tools["socat"] == "" {
