@@ -116,7 +116,9 @@ func startRelay(ctx context.Context, spec relaySpec, dir, backendSocket, gateway
 	case "floor":
 		var self string
 		if self, err = os.Executable(); err == nil {
-			r.proc, err = startProcess(dir, spec.name, []string{floorEnv + "=" + r.socket + " " + backendSocket}, self)
+			// The gateway's own GC defaults (cmd/csi-gateway/gc.go), so that the two compare.
+			env := []string{floorEnv + "=" + r.socket + " " + backendSocket, "GOGC=400", "GOMEMLIMIT=48MiB"}
+			r.proc, err = startProcess(dir, spec.name, env, self)
 		}
 	case "socat":
 		if tools["socat"] == "" {
