@@ -61,7 +61,8 @@ test-deps:
 	fi
 
 # `make bench` runs test/bench: a CSI driver reached directly, through the gateway (passthrough and
-# every feature on), haproxy and socat, side by side in one run, then a soak of a million calls
+# every feature on), haproxy, socat and the gateway's bare HTTP/2 transport (the floor), side by
+# side in one run, then a soak of a million calls
 # through the full gateway (is its heap flat?), then the redaction micro-benchmark; it prints the
 # report and writes it to BENCH_OUT (about 7 minutes, plus 2–8 for the soak). As root it
 # installs haproxy and socat from Debian's packages when missing. BENCH_WINDOW is each relay's
@@ -74,7 +75,7 @@ BENCH_OUT    ?= docs/benchmarks.md
 BENCH_FLAGS  ?=
 .PHONY: bench-micro
 
-bench: build ## measure the gateway against a direct connection, haproxy and socat; write docs/benchmarks.md
+bench: build ## measure the gateway against a direct connection, haproxy, socat and its bare transport; write docs/benchmarks.md
 	$(GO) run ./test/bench -gateway $(CURDIR)/$(BIN) -window $(BENCH_WINDOW) -rounds $(BENCH_ROUNDS) -out $(BENCH_OUT) $(BENCH_FLAGS)
 
 bench-micro: ## run every package's go test benchmarks
