@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/mem"
+
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // replayStream is the caller's stream of a server-streaming call whose one request the
@@ -20,11 +22,10 @@ func (s *replayStream) RecvMsg(m any) error {
 	}
 	b := s.first
 	s.first = nil
-	if f, ok := m.(*frame); ok {
-		f.payload = b
+	if f, ok := m.(*rawcodec.Frame); ok {
+		f.Payload = b
 		return nil
 	}
-	// grpc-proxy receives into *emptypb.Empty: the bytes land in its unknown fields and are
-	// forwarded unchanged.
-	return proto.Unmarshal(b, m.(proto.Message))
+	// grpc-proxy receives into *emptypb.Empty, which the codec fills with the bytes as they are.
+	return rawcodec.Codec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, m)
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
+
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // serialFake is a backend for the serialization tests. It counts calls by method; a call of
@@ -795,8 +797,8 @@ func TestSerialJoinsDifferentlyEncodedRequest(t *testing.T) {
 	}
 	send := func(raw []byte) <-chan error {
 		return async(func() error {
-			var resp frame
-			return ts.conn.Invoke(serverCallCtx(t), mCreateVolume, &frame{payload: raw}, &resp, grpc.ForceCodecV2(rawCodec{}))
+			var resp rawcodec.Frame
+			return ts.conn.Invoke(serverCallCtx(t), mCreateVolume, &rawcodec.Frame{Payload: raw}, &resp, grpc.ForceCodecV2(rawcodec.Codec{}))
 		})
 	}
 	first := send(raw1)

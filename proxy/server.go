@@ -16,6 +16,8 @@ import (
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
+
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // Options configure a Server. Backends are built by the caller and owned by it.
@@ -173,19 +175,19 @@ func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
 		}
 		// Unary and server-streaming calls have exactly one request: read it whole, so the
 		// chain can decode it, log it and scrub its secrets from whatever comes back.
-		var req frame
+		var req rawcodec.Frame
 		if err := stream.RecvMsg(&req); err != nil {
 			return err
 		}
-		call.Request = req.payload
+		call.Request = req.Payload
 		if call.info.desc.IsStreamingServer() {
-			call.Stream = &replayStream{ServerStream: stream, first: req.payload}
+			call.Stream = &replayStream{ServerStream: stream, first: req.Payload}
 			return h(ctx, call)
 		}
 		if err := h(ctx, call); err != nil {
 			return err
 		}
-		return stream.SendMsg(&frame{payload: call.Response})
+		return stream.SendMsg(&rawcodec.Frame{Payload: call.Response})
 	}
 }
 

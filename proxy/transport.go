@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
+
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // Transport is how a listener reads and writes gRPC.
@@ -53,7 +55,7 @@ func (s *Server) newListenerServer(creds credentials.TransportCredentials, handl
 		opts := []grpc.ServerOption{
 			grpc.Creds(creds),
 			grpc.NumStreamWorkers(streamWorkers),
-			grpc.ForceServerCodecV2(rawCodec{}),
+			grpc.ForceServerCodecV2(rawcodec.Codec{}),
 			grpc.UnknownServiceHandler(handler),
 		}
 		for _, h := range s.opts.StatsHandlers {
@@ -64,7 +66,7 @@ func (s *Server) newListenerServer(creds credentials.TransportCredentials, handl
 	return h2grpc.NewServer(h2grpc.ServerConfig{
 		Creds:         creds,
 		Handler:       handler,
-		Codec:         rawCodec{},
+		Codec:         rawcodec.Codec{},
 		StatsHandlers: s.opts.StatsHandlers,
 		Workers:       streamWorkers,
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -174,10 +175,10 @@ func (b *Backend) unary(ctx context.Context, method string, req []byte) ([]byte,
 		var (
 			header, trailer metadata.MD
 			p               peer.Peer
-			out             Frame
+			out             rawcodec.Frame
 		)
-		err := t.calls.Invoke(outgoingContext(ctx), method, &Frame{Payload: req}, &out,
-			grpc.ForceCodecV2(Codec{}), grpc.WaitForReady(false),
+		err := t.calls.Invoke(outgoingContext(ctx), method, &rawcodec.Frame{Payload: req}, &out,
+			grpc.ForceCodecV2(rawcodec.Codec{}), grpc.WaitForReady(false),
 			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
 		relayResponseMetadata(ctx, header, trailer)
 		if err != nil {

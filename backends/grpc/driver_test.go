@@ -15,9 +15,11 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
@@ -115,6 +117,9 @@ type recordingCodec struct {
 	msgs [][]byte
 }
 
+// protoCodec is grpc's registered proto codec.
+var protoCodec = encoding.GetCodecV2("proto")
+
 func (c *recordingCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
 func (c *recordingCodec) Name() string                           { return "proto" }
 func (c *recordingCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -206,7 +211,7 @@ func startFront(t *testing.T, b *Backend, unary bool) *front {
 		var err error
 		if unary {
 			err = func() error {
-				var req Frame
+				var req rawcodec.Frame
 				if err := s.RecvMsg(&req); err != nil {
 					return err
 				}
@@ -214,7 +219,7 @@ func startFront(t *testing.T, b *Backend, unary bool) *front {
 				if err != nil {
 					return err
 				}
-				return s.SendMsg(&Frame{Payload: resp})
+				return s.SendMsg(&rawcodec.Frame{Payload: resp})
 			}()
 		} else {
 			err = b.Stream(s.Context(), method, s)
@@ -224,7 +229,7 @@ func startFront(t *testing.T, b *Backend, unary bool) *front {
 		f.mu.Unlock()
 		return toStatus(err)
 	}
-	f.conn = dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(Codec{}), grpc.UnknownServiceHandler(h)))
+	f.conn = dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.UnknownServiceHandler(h)))
 	return f
 }
 

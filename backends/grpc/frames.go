@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // WithFrames says whether calls and streams go over the gateway's own HTTP/2 frame client
@@ -38,7 +39,7 @@ func dialFrames(addr string, kind targetKind, creds credentials.TransportCredent
 		Dial:          func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, network, address) },
 		Creds:         creds,
 		Authority:     authority,
-		Codec:         Codec{},
+		Codec:         rawcodec.Codec{},
 		StatsHandlers: handlers,
 	})
 }

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 func TestStreamServerStreaming(t *testing.T) {
@@ -97,7 +99,7 @@ func TestStreamCountsOneAttempt(t *testing.T) {
 		attempts = ci.Attempts()
 		return toStatus(err)
 	}
-	conn := dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(Codec{}), grpc.UnknownServiceHandler(h)))
+	conn := dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.UnknownServiceHandler(h)))
 	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestStreamCallerRequestTooLarge(t *testing.T) {
 		errc <- err
 		return toStatus(err)
 	}
-	conn := dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(Codec{}), grpc.MaxRecvMsgSize(1024), grpc.UnknownServiceHandler(h)))
+	conn := dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.MaxRecvMsgSize(1024), grpc.UnknownServiceHandler(h)))
 	_, err := csi.NewControllerClient(conn).CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: strings.Repeat("n", 4096)})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("caller got %v, want ResourceExhausted", err)

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // floorEnv names the variable that makes this binary relay (f), the floor: "LISTEN TARGET",
@@ -38,11 +38,11 @@ func runFloorRelay(spec string) error {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", target)
 		},
-		Creds: insecure.NewCredentials(), Authority: "localhost", Codec: grpcbackend.Codec{},
+		Creds: insecure.NewCredentials(), Authority: "localhost", Codec: rawcodec.Codec{},
 	})
 	defer cc.Close()
 	srv := h2grpc.NewServer(h2grpc.ServerConfig{
-		Creds: insecure.NewCredentials(), Codec: grpcbackend.Codec{}, Workers: 32,
+		Creds: insecure.NewCredentials(), Codec: rawcodec.Codec{}, Workers: 32,
 		Handler: func(_ any, ss grpc.ServerStream) error { return relayFloor(cc, ss) },
 	})
 	l, err := net.Listen("unix", listen)
@@ -65,12 +65,12 @@ func runFloorRelay(spec string) error {
 func relayFloor(cc *h2grpc.ClientConn, ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
 	ctx := ss.Context()
-	var req grpcbackend.Frame
+	var req rawcodec.Frame
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(method, "/csi.v1.SnapshotMetadata/") {
-		var resp grpcbackend.Frame
+		var resp rawcodec.Frame
 		if err := cc.Invoke(ctx, method, &req, &resp); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func relayFloor(cc *h2grpc.ClientConn, ss grpc.ServerStream) error {
 		return err
 	}
 	for {
-		var m grpcbackend.Frame
+		var m rawcodec.Frame
 		if err := cs.RecvMsg(&m); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
