@@ -143,22 +143,22 @@ func (pm planMessage) has(fd protoreflect.FieldDescriptor) bool {
 	return pm.m.Has(fd)
 }
 
+// scalar is the value of the scalar field fd, read as goField found it.
+func (pm planMessage) scalar(fd protoreflect.FieldDescriptor, kind goKind, fv reflect.Value) protoreflect.Value {
+	if kind == goScalar {
+		return goScalarValue(fd, fv)
+	}
+	return pm.m.Get(fd)
+}
+
 // field checks the populated field r of msg (the checker is at the field).
 func (c *checker) field(msg planMessage, r *fieldRule) {
 	kind, fv := msg.goField(r.fd)
 	switch r.kind {
 	case ruleString:
-		if kind == goScalar {
-			c.str(r, fv.String())
-		} else {
-			c.str(r, msg.m.Get(r.fd).String())
-		}
+		c.str(r, msg.scalar(r.fd, kind, fv).String())
 	case ruleNumber:
-		v := msg.m.Get(r.fd)
-		if kind == goScalar {
-			v = goScalarValue(r.fd, fv)
-		}
-		if v.Int() < 0 {
+		if msg.scalar(r.fd, kind, fv).Int() < 0 {
 			c.add("%s must not be negative", c.at(""))
 		}
 	case ruleMessage:
@@ -220,7 +220,11 @@ func (c *checker) field(msg planMessage, r *fieldRule) {
 			c.pop()
 		}
 	case ruleStringMap:
-		c.stringMap(r, msg.p.goMaps.stringMap(msg.m, r.fd))
+		if kind == goStringMap {
+			c.stringMap(r, fv.Interface().(map[string]string)) // the struct's own map: read only
+		} else {
+			c.stringMap(r, msg.p.goMaps.stringMap(msg.m, r.fd))
+		}
 	}
 }
 
