@@ -587,25 +587,38 @@ func TestSamplingZeroStillPropagates(t *testing.T) {
 	}
 }
 
+// createThroughBothBackends makes one CreateVolume with ctx through a gateway in front of the
+// gRPC and then the REST appliance, both backends and the gateway with tp and prop (nil: no
+// tracing at all), and returns each path's call records and the traceparents its appliance got.
+func createThroughBothBackends(t *testing.T, ctx context.Context, tp trace.TracerProvider, prop propagation.TextMapPropagator) (records map[string][]CallRecord, seen map[string][]string) {
+	t.Helper()
+	gappl := startGRPCAppliance(t, nil, nil, nil)
+	happl := startHTTPAppliance(t, nil, nil, nil)
+	records = map[string][]CallRecord{}
+	for name, be := range map[string]backends.Backend{
+		"grpc": newGRPCBackend(t, gappl.sock, tp, prop),
+		"rest": newRESTBackend(t, happl.URL, tp, prop),
+	} {
+		obs := &recordObserver{}
+		ts := startTracedGateway(t, be, tp, prop, obs)
+		if _, err := csi.NewControllerClient(ts.conn).CreateVolume(ctx, serverCreateVolumeRequest("pvc-"+name)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		records[name] = obs.all()
+	}
+	return records, map[string][]string{"grpc": gappl.seen(), "rest": happl.seen()}
+}
+
 // TestTracingOff: without a provider the gateway sends no trace context of its own and the
 // call record has no trace ID.
 func TestTracingOff(t *testing.T) {
-	gappl := startGRPCAppliance(t, nil, nil, nil)
-	happl := startHTTPAppliance(t, nil, nil, nil)
-	for name, be := range map[string]backends.Backend{
-		"grpc": newGRPCBackend(t, gappl.sock, nil, nil),
-		"rest": newRESTBackend(t, happl.URL, nil, nil),
-	} {
-		obs := &recordObserver{}
-		ts := startTracedGateway(t, be, nil, nil, obs)
-		if _, err := csi.NewControllerClient(ts.conn).CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-"+name)); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if recs := obs.all(); len(recs) != 1 || recs[0].TraceID != "" {
+	records, seen := createThroughBothBackends(t, serverCallCtx(t), nil, nil)
+	for name, recs := range records {
+		if len(recs) != 1 || recs[0].TraceID != "" {
 			t.Errorf("%s: call records %+v, want one without a trace ID", name, recs)
 		}
 	}
-	for name, seen := range map[string][]string{"grpc": gappl.seen(), "rest": happl.seen()} {
+	for name, seen := range seen {
 		if len(seen) != 1 || seen[0] != "" {
 			t.Errorf("%s: the appliance got traceparents %q, want none", name, seen)
 		}
@@ -617,25 +630,15 @@ func TestTracingOff(t *testing.T) {
 // call record has the caller's trace ID, and both backends pass it on to the appliance.
 func TestTracingOffCarriesCallersTrace(t *testing.T) {
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	off, prop := tracenoop.NewTracerProvider(), tracing.Propagator()
-	gappl := startGRPCAppliance(t, nil, nil, nil)
-	happl := startHTTPAppliance(t, nil, nil, nil)
-	for name, be := range map[string]backends.Backend{
-		"grpc": newGRPCBackend(t, gappl.sock, off, prop),
-		"rest": newRESTBackend(t, happl.URL, off, prop),
-	} {
-		obs := &recordObserver{}
-		ts := startTracedGateway(t, be, off, prop, obs)
-		ctx := metadata.AppendToOutgoingContext(serverCallCtx(t),
-			"traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01", "baggage", "tenant=blue")
-		if _, err := csi.NewControllerClient(ts.conn).CreateVolume(ctx, serverCreateVolumeRequest("pvc-"+name)); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if recs := obs.all(); len(recs) != 1 || recs[0].TraceID != callerTrace {
+	ctx := metadata.AppendToOutgoingContext(serverCallCtx(t),
+		"traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01", "baggage", "tenant=blue")
+	records, seen := createThroughBothBackends(t, ctx, tracenoop.NewTracerProvider(), tracing.Propagator())
+	for name, recs := range records {
+		if len(recs) != 1 || recs[0].TraceID != callerTrace {
 			t.Errorf("%s: call records %+v, want one with the caller's trace ID %s", name, recs, callerTrace)
 		}
 	}
-	for name, seen := range map[string][]string{"grpc": gappl.seen(), "rest": happl.seen()} {
+	for name, seen := range seen {
 		if len(seen) != 1 || !strings.HasPrefix(seen[0], "00-"+callerTrace+"-") {
 			t.Errorf("%s: the appliance got traceparents %q, want the caller's trace %s", name, seen, callerTrace)
 		}

@@ -1,7 +1,7 @@
 // Package grpc is the passthrough backend: it forwards raw CSI frames to a gRPC driver over a
 // Unix socket or mTLS TCP, keeping metadata, trailers, deadlines and server streams intact.
 //
-// Unary calls go out in one Invoke with a raw codec (Codec, Frame): the request bytes reach the
+// Unary calls go out in one Invoke with internal/rawcodec (Codec, Frame): the request bytes reach the
 // driver as the caller sent them and the response comes back as the driver wrote it. Streams,
 // and calls of services the gateway has no description of, are relayed frame by frame with
 // github.com/mwitkow/grpc-proxy. Errors are classified (*backends.Error) and prefixed with the

@@ -17,9 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
-	protoenc "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -30,42 +27,13 @@ import (
 	_ "github.com/container-storage-interface/spec/lib/go/csi"
 	_ "github.com/csi-addons/spec/lib/go/volumegroup"
 
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // This file holds what the gateway_*_test.go end-to-end tests share: a CSI driver written in
 // the test (a real grpc.Server on a Unix socket that sees every request as raw bytes), and
 // starting the real gateway binary on a configuration written by the test.
-
-// rawFrame is one gRPC message as protobuf wire bytes, sent and received without re-encoding.
-type rawFrame struct{ b []byte }
-
-// rawCodec moves *rawFrame values byte for byte and hands any other message to grpc's proto
-// codec, so one server can serve raw frames (unknown-service handler) and typed services
-// (grpc.health.v1) side by side. Its name is "proto": the bytes are protobuf.
-type rawCodec struct{}
-
-var protoCodecV2 = encoding.GetCodecV2(protoenc.Name)
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if f, ok := v.(*rawFrame); ok {
-		if len(f.b) == 0 {
-			return nil, nil
-		}
-		return mem.BufferSlice{mem.SliceBuffer(f.b)}, nil
-	}
-	return protoCodecV2.Marshal(v)
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if f, ok := v.(*rawFrame); ok {
-		f.b = data.Materialize()
-		return nil
-	}
-	return protoCodecV2.Unmarshal(data, v)
-}
-
-func (rawCodec) Name() string { return protoenc.Name }
 
 // driverCall is one call a test driver received.
 type driverCall struct {
@@ -108,7 +76,7 @@ func startTestDriver(t *testing.T, dir, name string, fn driverFunc, register ...
 		t.Fatalf("test driver: %v", err)
 	}
 	d := &testDriver{Endpoint: "unix://" + path, fn: fn, arrived: make(chan *driverCall, 1024)}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(d.handle))
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.UnknownServiceHandler(d.handle))
 	for _, r := range register {
 		r(srv)
 	}
@@ -120,12 +88,12 @@ func startTestDriver(t *testing.T, dir, name string, fn driverFunc, register ...
 func (d *testDriver) handle(_ any, stream grpc.ServerStream) error {
 	ctx := stream.Context()
 	method, _ := grpc.MethodFromServerStream(stream)
-	var req rawFrame
+	var req rawcodec.Frame
 	if err := stream.RecvMsg(&req); err != nil {
 		return err
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	c := &driverCall{Method: method, Request: req.b, MD: md, Received: time.Now(), ended: make(chan struct{})}
+	c := &driverCall{Method: method, Request: req.Payload, MD: md, Received: time.Now(), ended: make(chan struct{})}
 	if dl, ok := ctx.Deadline(); ok {
 		c.Deadline = dl
 	}
@@ -143,10 +111,10 @@ func (d *testDriver) handle(_ any, stream grpc.ServerStream) error {
 	sent := 0
 	err := d.fn(ctx, c, func(b []byte) error {
 		sent++
-		return stream.SendMsg(&rawFrame{b: b})
+		return stream.SendMsg(&rawcodec.Frame{Payload: b})
 	})
 	if err == nil && sent == 0 && !serverStreaming(method) {
-		return stream.SendMsg(&rawFrame{})
+		return stream.SendMsg(&rawcodec.Frame{})
 	}
 	return err
 }

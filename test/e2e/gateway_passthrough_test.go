@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 )
 
 // Methods of the passthrough test's driver.
@@ -109,17 +111,17 @@ routes:
 				t.Errorf("Health/Check(%q) through the gateway: %v; the driver says %v", service, got, want)
 			}
 		}
-		var resp rawFrame
-		err := gw.Conn.Invoke(ctx, ptVendorExplode, &rawFrame{b: []byte("\x0a\x03abc")}, &resp, grpc.ForceCodecV2(rawCodec{}))
+		var resp rawcodec.Frame
+		err := gw.Conn.Invoke(ctx, ptVendorExplode, &rawcodec.Frame{Payload: []byte("\x0a\x03abc")}, &resp, grpc.ForceCodecV2(rawcodec.Codec{}))
 		if st := status.Convert(err); st.Code() != codes.DataLoss || st.Message() != ptDataLossMsg {
 			t.Errorf("%s: %s %q, want exactly the driver's DATA_LOSS %q", ptVendorExplode, st.Code(), st.Message(), ptDataLossMsg)
 		}
 		req := appendUnknown([]byte("\x0a\x05hello"), 7777, "vendor bytes")
-		if err := gw.Conn.Invoke(ctx, ptVendorEcho, &rawFrame{b: req}, &resp, grpc.ForceCodecV2(rawCodec{})); err != nil {
+		if err := gw.Conn.Invoke(ctx, ptVendorEcho, &rawcodec.Frame{Payload: req}, &resp, grpc.ForceCodecV2(rawcodec.Codec{})); err != nil {
 			t.Fatalf("%s: %v", ptVendorEcho, err)
 		}
-		if !bytes.Equal(resp.b, req) {
-			t.Errorf("%s: got back % x, want % x", ptVendorEcho, resp.b, req)
+		if !bytes.Equal(resp.Payload, req) {
+			t.Errorf("%s: got back % x, want % x", ptVendorEcho, resp.Payload, req)
 		}
 	})
 
@@ -130,8 +132,8 @@ routes:
 		defer cancel()
 		wantDeadline, _ := callCtx.Deadline()
 		var header, trailer metadata.MD
-		var resp rawFrame
-		err := gw.Conn.Invoke(callCtx, ptCreateVolume, &rawFrame{b: req}, &resp, grpc.ForceCodecV2(rawCodec{}),
+		var resp rawcodec.Frame
+		err := gw.Conn.Invoke(callCtx, ptCreateVolume, &rawcodec.Frame{Payload: req}, &resp, grpc.ForceCodecV2(rawcodec.Codec{}),
 			grpc.Header(&header), grpc.Trailer(&trailer))
 		if err != nil {
 			t.Fatalf("CreateVolume: %v", err)
@@ -144,8 +146,8 @@ routes:
 		if !bytes.Equal(c.Request, req) {
 			t.Errorf("the driver received % x\nwant % x", c.Request, req)
 		}
-		if !bytes.Equal(resp.b, respCreate) {
-			t.Errorf("the caller received % x\nwant the driver's % x", resp.b, respCreate)
+		if !bytes.Equal(resp.Payload, respCreate) {
+			t.Errorf("the caller received % x\nwant the driver's % x", resp.Payload, respCreate)
 		}
 		if got := c.MD.Get("x-e2e-caller"); !slices.Equal(got, []string{"blue"}) {
 			t.Errorf("the driver saw x-e2e-caller %q, want [blue]", got)
@@ -187,8 +189,8 @@ routes:
 
 	t.Run("a method no route matches is unimplemented", func(t *testing.T) {
 		for _, m := range []string{"/csi.v1.Node/NodeGetInfo", "/example.other.v1.Other/Do"} {
-			var resp rawFrame
-			err := gw.Conn.Invoke(ctx, m, &rawFrame{}, &resp, grpc.ForceCodecV2(rawCodec{}))
+			var resp rawcodec.Frame
+			err := gw.Conn.Invoke(ctx, m, &rawcodec.Frame{}, &resp, grpc.ForceCodecV2(rawcodec.Codec{}))
 			st := checkStatus(t, m, err, codes.Unimplemented)
 			if !strings.Contains(st.Message(), m) {
 				t.Errorf("%s: the message %q does not name the method", m, st.Message())
@@ -205,10 +207,10 @@ routes:
 		if err != nil || !proto.Equal(resp, &csi.DeleteVolumeResponse{}) {
 			t.Errorf("DeleteVolume of a volume the driver does not know: %v, %v; want OK with an empty response", resp, err)
 		}
-		var raw rawFrame
-		if err := gw.Conn.Invoke(ctx, ptDeleteVolume, &rawFrame{b: marshal(&csi.DeleteVolumeRequest{VolumeId: "vol-gone"})}, &raw,
-			grpc.ForceCodecV2(rawCodec{})); err != nil || len(raw.b) != 0 {
-			t.Errorf("DeleteVolume of a volume the driver does not know, raw: % x, %v; want OK and no bytes", raw.b, err)
+		var raw rawcodec.Frame
+		if err := gw.Conn.Invoke(ctx, ptDeleteVolume, &rawcodec.Frame{Payload: marshal(&csi.DeleteVolumeRequest{VolumeId: "vol-gone"})}, &raw,
+			grpc.ForceCodecV2(rawcodec.Codec{})); err != nil || len(raw.Payload) != 0 {
+			t.Errorf("DeleteVolume of a volume the driver does not know, raw: % x, %v; want OK and no bytes", raw.Payload, err)
 		}
 		_, err = ctl.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: "vol-gone"})
 		st := checkStatus(t, "ControllerGetVolume of a volume the driver does not know", err, codes.NotFound)
