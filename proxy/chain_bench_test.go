@@ -9,6 +9,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -40,11 +42,13 @@ func (b *chainBackend) Stream(context.Context, string, grpc.ServerStream) error 
 func (b *chainBackend) Ready(context.Context) error { return nil }
 func (b *chainBackend) Close() error                { return nil }
 
-// BenchmarkChain is the cost of the middleware chain in the gateway's "full" mode (validation
-// enforced, a JSON log line at info level for every call, every call traced and recorded,
-// metrics) on `make bench`'s workloads, without any transport: the server's handler is called
-// directly, with the server span the tracing stats handler would start, in front of a backend
-// that answers from memory.
+// BenchmarkChain is the cost of the middleware chain on `make bench`'s workloads, without any
+// transport: the server's handler is called directly, in front of a backend that answers from
+// memory, in the gateway's two bench modes:
+//
+//   - Full, (c): validation enforced, a JSON log line at info level for every call, every call
+//     traced (with the server span the tracing stats handler would start) and metrics;
+//   - Passthrough, (b): validation off, logging at error, no tracing, metrics.
 func BenchmarkChain(b *testing.B) {
 	mustMarshal := func(m proto.Message) []byte {
 		raw, err := proto.Marshal(m)
@@ -70,40 +74,50 @@ func BenchmarkChain(b *testing.B) {
 	for _, w := range workloads {
 		be.answers[w.method] = mustMarshal(w.resp)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))
-	b.Cleanup(func() { tp.Shutdown(context.Background()) })
-	srv, err := NewServer(Options{
-		Routes:     []Route{{Methods: []string{"*"}, Backend: "bench"}},
-		Backends:   map[string]backends.Backend{"bench": be},
-		Log:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Validation: ValidationEnforce,
-		Metrics:    NewMetrics("bench", nil),
-	})
-	if err != nil {
-		b.Fatal(err)
+	sampled := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardExporter{}))
+	b.Cleanup(func() { sampled.Shutdown(context.Background()) })
+	modes := []struct {
+		name       string
+		level      slog.Level
+		validation ValidationMode
+		tracer     trace.Tracer
+	}{
+		{"Full", slog.LevelInfo, ValidationEnforce, sampled.Tracer("bench")},
+		{"Passthrough", slog.LevelError, ValidationOff, tracenoop.NewTracerProvider().Tracer("bench")},
 	}
-	h := srv.handler(ListenerPolicy{})
-	tracer := tp.Tracer("bench")
 	base := auth.NewContext(context.Background(), auth.Identity{Kind: "unix", UID: 0})
-	for _, w := range workloads {
-		raw := mustMarshal(w.req)
-		info := srv.methods[w.method]
-		run := func() error {
-			ctx, span := tracer.Start(base, w.method[1:])
-			defer span.End()
-			ctx, _ = backends.WithCallInfo(ctx)
-			return h(ctx, &Call{Method: w.method, Start: time.Now(), Request: raw, info: info})
-		}
-		if err := run(); err != nil { // also fills the capability cache
-			b.Fatalf("%s: %v", w.name, err)
-		}
-		b.Run(w.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := run(); err != nil {
-					b.Fatal(err)
-				}
-			}
+	for _, mode := range modes {
+		srv, err := NewServer(Options{
+			Routes:     []Route{{Methods: []string{"*"}, Backend: "bench"}},
+			Backends:   map[string]backends.Backend{"bench": be},
+			Log:        slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: mode.level})),
+			Validation: mode.validation,
+			Metrics:    NewMetrics("bench", nil),
 		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := srv.handler(ListenerPolicy{})
+		for _, w := range workloads {
+			raw := mustMarshal(w.req)
+			info := srv.methods[w.method]
+			run := func() error {
+				ctx, span := mode.tracer.Start(base, w.method[1:])
+				defer span.End()
+				ctx, _ = backends.WithCallInfo(ctx)
+				return h(ctx, &Call{Method: w.method, Start: time.Now(), Request: raw, info: info})
+			}
+			if err := run(); err != nil { // also fills the capability cache
+				b.Fatalf("%s %s: %v", mode.name, w.name, err)
+			}
+			b.Run(mode.name+"/"+w.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
