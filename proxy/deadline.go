@@ -204,19 +204,12 @@ func limitDeadlines(t *Timeouts) Middleware {
 			l := t.limits(call.Method)
 			now := time.Now()
 			callerDeadline, has := ctx.Deadline()
-			var (
-				deadline time.Time
-				why      string
-			)
+			var deadline time.Time
 			switch {
 			case !has:
 				deadline = now.Add(l.def)
-				why = fmt.Sprintf("csi-gateway: %s timed out after %v, the gateway's default for it (the caller set no deadline; see timeouts in the gateway's configuration)",
-					call.MethodName(), l.def)
 			case callerDeadline.Sub(now) > l.max:
 				deadline = now.Add(l.max)
-				why = fmt.Sprintf("csi-gateway: %s timed out after %v, the gateway's maximum for it (the caller allowed %v; see timeouts in the gateway's configuration)",
-					call.MethodName(), l.max, callerDeadline.Sub(now).Round(time.Second))
 			default:
 				return next(ctx, call)
 			}
@@ -227,9 +220,21 @@ func limitDeadlines(t *Timeouts) Middleware {
 				return err
 			}
 			if st, ok := status.FromError(err); ok && st.Code() == codes.DeadlineExceeded {
-				return status.Error(codes.DeadlineExceeded, boundMessage(why+": "+st.Message()))
+				return status.Error(codes.DeadlineExceeded, boundMessage(gatewayDeadline(call, l, has, callerDeadline.Sub(now))+": "+st.Message()))
 			}
 			return err
 		}
 	}
+}
+
+// gatewayDeadline says which of the gateway's limits l ended call: the method's default
+// when the caller set no deadline (!callerSet), else its maximum, the caller having allowed
+// callerAllowed.
+func gatewayDeadline(call *Call, l limits, callerSet bool, callerAllowed time.Duration) string {
+	if !callerSet {
+		return fmt.Sprintf("csi-gateway: %s timed out after %v, the gateway's default for it (the caller set no deadline; see timeouts in the gateway's configuration)",
+			call.MethodName(), l.def)
+	}
+	return fmt.Sprintf("csi-gateway: %s timed out after %v, the gateway's maximum for it (the caller allowed %v; see timeouts in the gateway's configuration)",
+		call.MethodName(), l.max, callerAllowed.Round(time.Second))
 }
