@@ -9,6 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // The sidecar histogram is the one the Kubernetes CSI sidecars record through csi-lib-utils'
@@ -30,8 +33,8 @@ const (
 	otherMethod = "other"
 )
 
-// Metrics is the gateway's Prometheus instrumentation. It observes every finished call (it is
-// a CallObserver), counts the calls in flight (InFlight), and holds the gauges other parts of
+// Metrics is the gateway's Prometheus instrumentation. It counts the calls in flight and
+// records every finished call (Measure, a middleware), and holds the gauges other parts of
 // the gateway set: backend readiness (set by Readiness) and TLS certificate expiry
 // (SetCertificateExpiry); WatchBackends adds the backends' circuit breakers and retry budgets.
 //
@@ -53,8 +56,6 @@ type Metrics struct {
 	certExpiry      *prometheus.GaugeVec     // csigw_tls_certificate_expiry_timestamp_seconds
 	backendReady    *prometheus.GaugeVec     // csigw_backend_ready
 }
-
-var _ CallObserver = (*Metrics)(nil)
 
 // NewMetrics registers the gateway's metrics, and the Go runtime and process collectors, with
 // reg; a nil reg gets a fresh registry. driverName is the driver_name label of
@@ -121,27 +122,39 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Observe records one finished call. It never blocks: it only updates counters.
-func (m *Metrics) Observe(rec CallRecord) {
-	method := m.methodLabel(rec.FullMethod)
-	code := codeLabel(rec.Code)
-	seconds := rec.Duration.Seconds()
+// outcome is what Metrics records of a finished call. It holds nothing that identifies the
+// call or its caller (no ID, no name, no identity), so no such value can ever become a label.
+type outcome struct {
+	fullMethod string
+	code       codes.Code // the code the caller got
+	duration   time.Duration
+	backend    string // "" when no backend saw the call (refused, unroutable)
+	attempts   int    // requests sent to the backend, retries included
+}
+
+// record records one finished call. It never blocks: it only updates counters.
+func (m *Metrics) record(o outcome) {
+	method := m.methodLabel(o.fullMethod)
+	code := codeLabel(o.code)
+	seconds := o.duration.Seconds()
 	m.operations.WithLabelValues(m.driverName, method, code).Observe(seconds)
-	if rec.Backend == "" {
+	if o.backend == "" {
 		return // refused or unroutable: no backend saw the call
 	}
-	m.backendRequests.WithLabelValues(rec.Backend, method, code).Inc()
-	m.backendSeconds.WithLabelValues(rec.Backend, method).Observe(seconds)
-	m.attempts.WithLabelValues(rec.Backend).Add(float64(rec.Attempts))
-	retries := m.retries.WithLabelValues(rec.Backend) // created at 0 on the first call
-	if rec.Attempts > 1 {
-		retries.Add(float64(rec.Attempts - 1))
+	m.backendRequests.WithLabelValues(o.backend, method, code).Inc()
+	m.backendSeconds.WithLabelValues(o.backend, method).Observe(seconds)
+	m.attempts.WithLabelValues(o.backend).Add(float64(o.attempts))
+	retries := m.retries.WithLabelValues(o.backend) // created at 0 on the first call
+	if o.attempts > 1 {
+		retries.Add(float64(o.attempts - 1))
 	}
 }
 
-// InFlight returns the middleware that counts calls in csigw_calls_in_flight while they run.
-// On a nil *Metrics it passes calls through untouched, so the chain needs no condition.
-func (m *Metrics) InFlight() Middleware {
+// Measure returns the middleware that counts the calls in flight (csigw_calls_in_flight) and
+// records every call when it ends, with the code its caller gets (it sits outside
+// canonicalize). On a nil *Metrics it passes calls through untouched, so the chain needs no
+// condition.
+func (m *Metrics) Measure() Middleware {
 	return func(next Handler) Handler {
 		if m == nil {
 			return next
@@ -149,7 +162,12 @@ func (m *Metrics) InFlight() Middleware {
 		return func(ctx context.Context, call *Call) error {
 			m.inFlight.Inc()
 			defer m.inFlight.Dec()
-			return next(ctx, call)
+			err := next(ctx, call)
+			m.record(outcome{
+				fullMethod: call.Method, code: status.Code(err), duration: time.Since(call.Start),
+				backend: call.Backend, attempts: backends.CallInfoFrom(ctx).Attempts(),
+			})
+			return err
 		}
 	}
 }

@@ -81,29 +81,25 @@ func metricValue(fams map[string]*dto.MetricFamily, name string, labels map[stri
 	return -1
 }
 
-// TestMetricsObserve feeds records to Metrics and reads them back from its HTTP handler:
-// exact names, labels and counts, unknown methods as "other", no ID ever a label.
-func TestMetricsObserve(t *testing.T) {
+// TestMetricsRecord feeds outcomes to Metrics and reads them back from its HTTP handler:
+// exact names, labels and counts, unknown methods as "other".
+func TestMetricsRecord(t *testing.T) {
 	m := NewMetrics("csi.example.com", prometheus.NewRegistry())
 	const create = "/csi.v1.Controller/CreateVolume"
 	const get = "/csi.v1.Controller/ControllerGetVolume"
-	records := []CallRecord{
-		{FullMethod: create, Method: "CreateVolume", Code: codes.OK, Duration: 50 * time.Millisecond, Backend: "array1", Attempts: 1,
-			IDs: map[string]string{"name": "pvc-aaaa"}},
-		{FullMethod: create, Method: "CreateVolume", Code: codes.OK, Duration: 2 * time.Second, Backend: "array1", Attempts: 3,
-			IDs: map[string]string{"name": "pvc-bbbb"}},
-		{FullMethod: get, Method: "ControllerGetVolume", Code: codes.NotFound, Duration: time.Millisecond, Backend: "array2", Attempts: 1,
-			IDs: map[string]string{"volume_id": "vol-cccc"}},
+	outcomes := []outcome{
+		{fullMethod: create, code: codes.OK, duration: 50 * time.Millisecond, backend: "array1", attempts: 1},
+		{fullMethod: create, code: codes.OK, duration: 2 * time.Second, backend: "array1", attempts: 3},
+		{fullMethod: get, code: codes.NotFound, duration: time.Millisecond, backend: "array2", attempts: 1},
 		// Refused before routing: no backend series.
-		{FullMethod: create, Method: "CreateVolume", Code: codes.PermissionDenied, Duration: time.Millisecond,
-			IDs: map[string]string{"name": "pvc-dddd"}},
+		{fullMethod: create, code: codes.PermissionDenied, duration: time.Millisecond},
 		// Methods the gateway does not know are "other", whatever their name.
-		{FullMethod: "/example.v1.Storage/Wipe", Method: "/example.v1.Storage/Wipe", Code: codes.Unimplemented, Backend: "array1", Attempts: 1},
-		{FullMethod: "/example.v1.Storage/Wipe-" + strings.Repeat("x", 10), Method: "x", Code: codes.Unimplemented, Backend: "array1", Attempts: 1},
-		{FullMethod: "/csi.v1.Controller/NoSuchMethod", Method: "x", Code: codes.Code(99), Backend: "array1"},
+		{fullMethod: "/example.v1.Storage/Wipe", code: codes.Unimplemented, backend: "array1", attempts: 1},
+		{fullMethod: "/example.v1.Storage/Wipe-" + strings.Repeat("x", 10), code: codes.Unimplemented, backend: "array1", attempts: 1},
+		{fullMethod: "/csi.v1.Controller/NoSuchMethod", code: codes.Code(99), backend: "array1"},
 	}
-	for _, rec := range records {
-		m.Observe(rec)
+	for _, o := range outcomes {
+		m.record(o)
 	}
 	fams := scrape(t, m.Handler())
 
@@ -193,7 +189,13 @@ func TestMetricsObserve(t *testing.T) {
 		}
 	}
 
-	// No ID, name or other per-call value became a label.
+	noPerCallLabels(t, fams)
+}
+
+// noPerCallLabels fails t when a volume name or ID (pvc-…, vol-…) or a method the gateway
+// does not know became a label value.
+func noPerCallLabels(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
 	for _, fam := range fams {
 		for _, mt := range fam.GetMetric() {
 			for _, v := range labelsOf(mt) {
@@ -207,7 +209,7 @@ func TestMetricsObserve(t *testing.T) {
 
 func TestMetricsDriverNameDefault(t *testing.T) {
 	m := NewMetrics("", nil)
-	m.Observe(CallRecord{FullMethod: "/csi.v1.Identity/Probe", Code: codes.OK})
+	m.record(outcome{fullMethod: "/csi.v1.Identity/Probe", code: codes.OK})
 	fams := scrape(t, m.Handler())
 	want := map[string]string{"driver_name": "unknown-driver", "method_name": "/csi.v1.Identity/Probe", "grpc_status_code": "OK"}
 	if s := series(fams, "csi_sidecar_operations_seconds", want); s.GetHistogram().GetSampleCount() != 1 {
@@ -246,62 +248,56 @@ func TestMetricsHandlerNeedsGatherer(t *testing.T) {
 }
 
 // TestMetricsThroughServer runs calls through a real Server: csigw_calls_in_flight is 1 while a
-// call is blocked in its backend and 0 after, and each call is counted once even when Metrics
-// is also listed among the observers.
+// call is blocked in its backend and 0 after, each call is counted once, and neither the
+// volume's name nor its ID becomes a label.
 func TestMetricsThroughServer(t *testing.T) {
-	for _, alsoObserver := range []bool{false, true} {
-		t.Run(map[bool]string{false: "metrics", true: "metrics-and-observer"}[alsoObserver], func(t *testing.T) {
-			m := NewMetrics("csi.example.com", prometheus.NewRegistry())
-			entered, release := make(chan struct{}), make(chan struct{})
-			fake := &serverFake{answer: func(ctx context.Context, method string, _ []byte) ([]byte, error) {
-				if method == "/csi.v1.Controller/CreateVolume" {
-					close(entered)
-					<-release
-				}
-				return nil, nil
-			}}
-			opts := serverFakeOptions(fake)
-			opts.Metrics = m
-			if alsoObserver {
-				opts.Observers = []CallObserver{m}
-			}
-			ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelError)
-			client := csi.NewControllerClient(ts.conn)
+	m := NewMetrics("csi.example.com", prometheus.NewRegistry())
+	entered, release := make(chan struct{}), make(chan struct{})
+	fake := &serverFake{answer: func(ctx context.Context, method string, _ []byte) ([]byte, error) {
+		if method == "/csi.v1.Controller/CreateVolume" {
+			close(entered)
+			<-release
+		}
+		return nil, nil
+	}}
+	opts := serverFakeOptions(fake)
+	opts.Metrics = m
+	ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelError)
+	client := csi.NewControllerClient(ts.conn)
 
-			done := make(chan error, 1)
-			go func() {
-				_, err := client.CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-blocked"))
-				done <- err
-			}()
-			<-entered
-			inFlight := func() float64 {
-				return metricValue(scrape(t, m.Handler()), "csigw_calls_in_flight", map[string]string{})
-			}
-			if got := inFlight(); got != 1 {
-				t.Errorf("csigw_calls_in_flight = %v during a blocked call, want 1", got)
-			}
-			close(release)
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if _, err := client.ControllerGetVolume(serverCallCtx(t), &csi.ControllerGetVolumeRequest{VolumeId: "v"}); err != nil {
-				t.Fatal(err)
-			}
-			// The record is observed before the caller's answer is sent, the gauge drops as the
-			// handler returns: both are settled once the caller has its answer.
-			if got := inFlight(); got != 0 {
-				t.Errorf("csigw_calls_in_flight = %v after the calls, want 0", got)
-			}
-			fams := scrape(t, m.Handler())
-			for _, method := range []string{"/csi.v1.Controller/CreateVolume", "/csi.v1.Controller/ControllerGetVolume"} {
-				labels := map[string]string{"driver_name": "csi.example.com", "method_name": method, "grpc_status_code": "OK"}
-				if n := series(fams, "csi_sidecar_operations_seconds", labels).GetHistogram().GetSampleCount(); n != 1 {
-					t.Errorf("%s counted %d times, want 1", method, n)
-				}
-			}
-			if got := metricValue(fams, "csigw_backend_attempts_total", map[string]string{"backend": "fake"}); got != 2 {
-				t.Errorf("csigw_backend_attempts_total{fake} = %v, want 2", got)
-			}
-		})
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-blocked"))
+		done <- err
+	}()
+	<-entered
+	inFlight := func() float64 {
+		return metricValue(scrape(t, m.Handler()), "csigw_calls_in_flight", map[string]string{})
 	}
+	if got := inFlight(); got != 1 {
+		t.Errorf("csigw_calls_in_flight = %v during a blocked call, want 1", got)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ControllerGetVolume(serverCallCtx(t), &csi.ControllerGetVolumeRequest{VolumeId: "vol-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The call is recorded and the gauge drops before the caller's answer is sent: both are
+	// settled once the caller has its answer.
+	if got := inFlight(); got != 0 {
+		t.Errorf("csigw_calls_in_flight = %v after the calls, want 0", got)
+	}
+	fams := scrape(t, m.Handler())
+	for _, method := range []string{"/csi.v1.Controller/CreateVolume", "/csi.v1.Controller/ControllerGetVolume"} {
+		labels := map[string]string{"driver_name": "csi.example.com", "method_name": method, "grpc_status_code": "OK"}
+		if n := series(fams, "csi_sidecar_operations_seconds", labels).GetHistogram().GetSampleCount(); n != 1 {
+			t.Errorf("%s counted %d times, want 1", method, n)
+		}
+	}
+	if got := metricValue(fams, "csigw_backend_attempts_total", map[string]string{"backend": "fake"}); got != 2 {
+		t.Errorf("csigw_backend_attempts_total{fake} = %v, want 2", got)
+	}
+	noPerCallLabels(t, fams)
 }

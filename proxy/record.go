@@ -12,8 +12,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends"
 )
 
-// CallRecord is what the gateway tells about one finished call: to its log, its metrics and
-// its live tap. It holds no payload and no secret: IDs and names are not secret, and Message
+// CallRecord is what the gateway tells its observers (the live tap) about one finished call. It holds no payload and no secret: IDs and names are not secret, and Message
 // is the status message the caller got, already scrubbed of the request's secret values.
 type CallRecord struct {
 	Time       time.Time     `json:"time"`

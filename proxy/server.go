@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,10 +26,9 @@ type Options struct {
 	Log      *slog.Logger
 	// SafeContextKeys are volume_context / publish_context keys whose values may be logged.
 	SafeContextKeys []string
-	// Observers receive a record of every finished call (metrics, the live tap).
+	// Observers receive a record of every finished call (the live tap).
 	Observers []CallObserver
-	// Metrics, when set, counts the calls in flight and observes every finished call (it is
-	// added to Observers unless listed there already).
+	// Metrics, when set, counts the calls in flight and records every finished call.
 	Metrics *Metrics
 	// StatsHandlers see every call of every listener, as grpc's stats handlers do (e.g.
 	// TracingStatsHandler).
@@ -98,9 +96,6 @@ func NewServer(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	if o.Metrics != nil && !slices.Contains(o.Observers, CallObserver(o.Metrics)) {
-		o.Observers = append(slices.Clip(o.Observers), o.Metrics)
-	}
 	routes, err := newRouteTable(o.Routes, func(name string) bool { return o.Backends[name] != nil })
 	if err != nil {
 		return nil, err
@@ -115,11 +110,11 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe → annotate span → in-flight → authorize → confine → deadline →
-//	validate → scope tenants → serialize → canonicalize → dispatch (route → backend)
+//	recover → log → observe (tap) → annotate span → measure (metrics) → authorize → confine →
+//	deadline → validate → scope tenants → serialize → canonicalize → dispatch (route → backend)
 //
-// The log, the observers (metrics, tap) and the span sit outside authorize so refused calls
-// are seen too, and outside canonicalize so they record the code the caller actually gets.
+// The log, the observers, the span and the metrics sit outside authorize so refused calls are
+// seen too, and outside canonicalize so they record the code the caller actually gets.
 // The server span itself comes from the OpenTelemetry stats handler in Options.StatsHandlers.
 // Validation, tenancy and serialization answer with final statuses of their own.
 func (s *Server) handler(p ListenerPolicy) Handler {
@@ -128,7 +123,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		logCalls(s.opts.Log, s.redactor),
 		observeCalls(s.opts.Observers),
 		annotateSpan(s.redactor),
-		s.opts.Metrics.InFlight(),
+		s.opts.Metrics.Measure(),
 		authorize(p.authorizer()),
 		confine(p),
 		limitDeadlines(s.opts.Timeouts),
