@@ -237,7 +237,7 @@ const minContextScrubLen = 8
 func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string) {
 	for i := range p.steps {
 		s := &p.steps[i]
-		if !m.Has(s.fd) {
+		if (s.act == redactDescend && !s.next.secret) || !m.Has(s.fd) {
 			continue
 		}
 		switch s.act {
@@ -269,9 +269,6 @@ func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string)
 				}
 			}
 		case redactDescend:
-			if !s.next.secret {
-				continue
-			}
 			switch v := m.Get(s.fd); {
 			case s.fd.IsMap():
 				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {

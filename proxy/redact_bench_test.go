@@ -7,6 +7,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/test/bench/messages"
 )
 
 // benchCreateVolume is a typical provisioning request: secrets, two capabilities (one with
@@ -75,12 +77,19 @@ func BenchmarkScrub(b *testing.B) {
 	values := NewRedactor().SecretValues(benchCreateVolume())
 	clean := "rpc error: code = FailedPrecondition desc = backend \"array1\": volume vol-1 is still attached to node node-1; detach it first"
 	dirty := strings.Replace(clean, "node-1", "node-1 (login "+canary+")", 1)
-	b.Run("NewScrubber", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = NewScrubber(values)
-		}
-	})
+	// A call's scrubber: its request's secret values, then their encodings.
+	for name, req := range map[string]proto.Message{
+		"CreateVolume":      benchCreateVolume(),
+		"NodePublishVolume": messages.NodePublishVolumeRequest("vol-pvc-5f1c6a2e"),
+	} {
+		b.Run("NewScrubber/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			r := NewRedactor()
+			for b.Loop() {
+				_ = NewScrubber(r.SecretValues(req))
+			}
+		})
+	}
 	sc := NewScrubber(values)
 	for _, bc := range []struct {
 		name string

@@ -37,17 +37,15 @@ type Scrubber struct {
 // Values shorter than 4 bytes are ignored (see minScrubLen). It never returns nil.
 func NewScrubber(values []string) *Scrubber {
 	sc := &Scrubber{}
+	forms := make([]string, 0, maxEncodedForms*len(values))
 	for _, v := range values {
-		if len(v) < minScrubLen {
-			continue
+		if len(v) >= minScrubLen {
+			forms = appendEncodedForms(forms, v)
 		}
-		for _, p := range encodedForms(v) {
-			if len(p) < minScrubLen || slices.Contains(sc.patterns, p) {
-				continue
-			}
-			sc.patterns = append(sc.patterns, p)
-			sc.hasStar = sc.hasStar || strings.Contains(p, "*")
-		}
+	}
+	sc.patterns = slices.DeleteFunc(forms, func(p string) bool { return len(p) < minScrubLen })
+	for _, p := range sc.patterns {
+		sc.hasStar = sc.hasStar || strings.IndexByte(p, '*') >= 0
 	}
 	// Longest first: at any position the longest value wins, so a secret containing another
 	// is removed whole.
@@ -60,6 +58,7 @@ func NewScrubber(values []string) *Scrubber {
 		}
 		return strings.Compare(a, b)
 	})
+	sc.patterns = slices.Compact(sc.patterns)
 	for _, p := range sc.patterns {
 		sc.group[int(p[0])+1]++
 	}
@@ -69,11 +68,14 @@ func NewScrubber(values []string) *Scrubber {
 	return sc
 }
 
-// encodedForms returns v and the forms in which it may appear in a backend's text.
-func encodedForms(v string) []string {
+// maxEncodedForms is how many forms appendEncodedForms appends at most.
+const maxEncodedForms = 9
+
+// appendEncodedForms appends v and the forms in which it may appear in a backend's text.
+func appendEncodedForms(forms []string, v string) []string {
 	// Padded base64 wins where present (longest first); the unpadded form catches the rest.
 	std := base64.StdEncoding.EncodeToString([]byte(v))
-	forms := []string{v, std, strings.TrimRight(std, "="), url.QueryEscape(v), url.PathEscape(v)}
+	forms = append(forms, v, std, strings.TrimRight(std, "="), url.QueryEscape(v), url.PathEscape(v))
 	if strings.ContainsAny(std, "+/") {
 		u := strings.Map(func(r rune) rune {
 			switch r {
@@ -100,16 +102,23 @@ func encodedForms(v string) []string {
 	return forms
 }
 
+// needsJSONEscape reports whether a JSON encoder may write v otherwise than as itself: it
+// holds a control character, ", \, <, >, & (encoding/json escapes the last three), invalid
+// UTF-8, or U+2028 or U+2029 (which encoding/json escapes too).
 func needsJSONEscape(v string) bool {
-	if !utf8.ValidString(v) {
-		return true
-	}
+	ascii := true
 	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		switch c := v[i]; {
+		case c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
 			return true
+		case c >= utf8.RuneSelf:
+			ascii = false
 		}
 	}
-	return strings.ContainsAny(v, "\u2028\u2029")
+	if ascii {
+		return false
+	}
+	return !utf8.ValidString(v) || strings.Contains(v, "\u2028") || strings.Contains(v, "\u2029")
 }
 
 // Scrub returns s with every byte that belongs to an occurrence of a secret value (or of one

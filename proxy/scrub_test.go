@@ -33,6 +33,8 @@ func TestScrub(t *testing.T) {
 		{"json escaped", []string{`pa"ss\word`}, `{"error":"bad password \"pa\"ss\\word\""}`, `{"error":"bad password \"***\""}`},
 		{"json html escaped", []string{"a<b>&c"}, `{"e":"a\u003cb\u003e\u0026c"}`, `{"e":"***"}`},
 		{"unicode", []string{"pässwört"}, "pw: pässwört.", "pw: ***."},
+		{"json escaped line separator", []string{"pass\u2028word"}, `{"e":"pass\u2028word"}`, `{"e":"***"}`},
+		{"json escaped invalid utf-8", []string{"pass\xffword"}, `{"e":"pass\ufffdword"}`, `{"e":"***"}`},
 		{"replacement forms a new occurrence", []string{"x***", "yyyy"}, "xyyyy", "***"},
 		{"secret of stars", []string{"****"}, "a********b", "a***b"},
 	}
