@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/workers"
 )
 
 // Serializer is the table of operations in flight on each volume, snapshot and group, for
@@ -31,11 +32,15 @@ import (
 type Serializer struct {
 	mu      sync.Mutex
 	objects map[string][]*flight // key → the operations in flight on that object
+	flights *workers.Pool        // runs each flight's backend call
 }
+
+// flightWorkerIdle is how long a goroutine that ran a flight is kept for the next one.
+const flightWorkerIdle = 30 * time.Second
 
 // NewSerializer returns an empty in-flight table.
 func NewSerializer() *Serializer {
-	return &Serializer{objects: map[string][]*flight{}}
+	return &Serializer{objects: map[string][]*flight{}, flights: workers.New(flightWorkerIdle)}
 }
 
 // InFlight returns how many operations are in flight: backend calls running, or being
@@ -129,7 +134,7 @@ func (s *Serializer) do(ctx context.Context, call *Call, op *operation, run Hand
 		case f == nil:
 			f = s.start(ctx, op)
 			s.mu.Unlock()
-			go s.run(f, call, run)
+			s.flights.Go(func() { s.run(f, call, run) })
 		case !f.identical(op):
 			s.mu.Unlock()
 			return aborted(call, op, f, r)
