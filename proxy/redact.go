@@ -242,11 +242,13 @@ func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string)
 		}
 		switch s.act {
 		case redactAll:
-			switch v := m.Get(s.fd); {
-			case isStringMap(s.fd):
+			if isStringMap(s.fd) { // read from the struct: no protoreflect map to build
 				for _, mv := range p.gs.stringMap(m, s.fd) {
 					appendText(out, s.fd.MapValue(), protoreflect.ValueOfString(mv))
 				}
+				continue
+			}
+			switch v := m.Get(s.fd); {
 			case s.fd.IsMap():
 				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
 					appendText(out, s.fd.MapValue(), mv)
