@@ -22,7 +22,8 @@ FUZZTIME       ?= 1m
 # misses the deadline on a loaded machine (golang/go#75804, fixed in Go 1.27). A count has no
 # deadline to miss: a slow machine only takes longer.
 FUZZTIME_SHORT ?= 2000x
-FUZZMINIMIZE   ?= 200x  # how long minimizing a new interesting input may take: a count too
+# How long minimizing a new interesting input may take: a count too.
+FUZZMINIMIZE   ?= 200x
 
 .PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean
 
