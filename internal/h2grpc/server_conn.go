@@ -359,10 +359,11 @@ func (sc *serverConn) finishDrain() {
 	if sc.drained.Swap(true) {
 		return
 	}
-	sc.w.flush()
-	if cw, ok := sc.nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
+	sc.w.flushThen(func() {
+		if cw, ok := sc.nc.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	})
 	_ = sc.nc.SetReadDeadline(time.Now().Add(drainReadTimeout))
 }
 

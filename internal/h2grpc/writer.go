@@ -182,6 +182,20 @@ func (w *frameWriter) flush() {
 	w.unlock(true)
 }
 
+// flushThen writes the queued control frames and flushes everything buffered itself, even
+// when another goroutine waits for the lock (flush would leave it to that one), then calls f
+// under the lock: nothing written before f can be left for after it. finishDrain half-closes
+// the connection in f.
+func (w *frameWriter) flushThen(f func()) {
+	w.lock()
+	w.drainCtlLocked()
+	if w.err == nil && w.bw.Buffered() > 0 {
+		w.flushLocked()
+	}
+	f()
+	w.unlock(false)
+}
+
 func (w *frameWriter) timerFlush() {
 	w.lock()
 	w.timerArmed = false

@@ -179,6 +179,25 @@ func TestQueuedControlFrames(t *testing.T) {
 	}
 }
 
+// TestFlushThenDespiteWaiter: a "now" flush is left to a goroutine waiting for the lock, but
+// flushThen flushes itself before f, so that finishDrain's half-close never comes before the
+// last response (TestGracefulStop failed that way, when a waiter was slow to take the lock).
+func TestFlushThenDespiteWaiter(t *testing.T) {
+	c := newTestConn(t)
+	rc := c.nc.(*recConn)
+	c.w.waiting.Add(1) // a goroutine blocked in lock, as far as the writer can tell
+	c.writeWindowUpdate(1, 100, true)
+	if w := rc.take(); len(w) != 0 {
+		t.Fatal("flushed with a waiter: the test no longer shows the deferred flush")
+	}
+	var before [][]byte
+	c.w.flushThen(func() { before = rc.take() })
+	c.w.waiting.Add(-1)
+	if fs := rc.frames(t, before); len(fs) != 1 {
+		t.Fatalf("%d frames written before f, want the one buffered", len(fs))
+	}
+}
+
 // TestFlushSoon: a "soon" write is flushed by the timer; a "now" write in between takes it.
 func TestFlushSoon(t *testing.T) {
 	c := newTestConn(t)
