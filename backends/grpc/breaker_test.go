@@ -162,8 +162,16 @@ func TestBreakerIgnoresAnswers(t *testing.T) {
 		}
 	}
 	for range 3 {
+		// The caller leaves once the driver has its request (a fixed delay could end the call
+		// before it got there on a loaded machine, and the driver would never see it).
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(5*time.Millisecond, cancel)
+		before := drv.requests()
+		go func() {
+			for drv.requests() == before && ctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+		}()
 		if _, err := b.Unary(ctx, createVolume, mustMarshal(t, &csi.CreateVolumeRequest{Name: "slow"})); asBackendError(t, err).Class != backends.ClassCanceled {
 			t.Fatalf("canceled call: %v", err)
 		}
