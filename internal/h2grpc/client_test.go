@@ -123,6 +123,53 @@ func TestClientGracefulStopReconnect(t *testing.T) {
 	}
 }
 
+// TestClientDriverDrainsCallInFlight: when the server drains (GOAWAY) with a call of this
+// client in flight, that call still gets its answer, and the client's next call goes to a
+// new connection.
+func TestClientDriverDrainsCallInFlight(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	started, release := make(chan struct{}), make(chan struct{})
+	serve := func() *grpc.Server {
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+			var f frame
+			if err := ss.RecvMsg(&f); err != nil {
+				return err
+			}
+			if string(f.b) == "wait" {
+				close(started)
+				<-release
+			}
+			return ss.SendMsg(&f)
+		}))
+		go s.Serve(l)
+		return s
+	}
+	s := serve()
+	cc := newTestClient(t, sock, ClientConfig{})
+	inflight := make(chan error, 1)
+	var got frame
+	go func() { inflight <- cc.Invoke(ctxTimeout(t, 10*time.Second), mUnary, &frame{b: []byte("wait")}, &got) }()
+	<-started
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	time.Sleep(50 * time.Millisecond) // the GOAWAY reaches the client while the call waits
+	close(release)
+	if err := <-inflight; err != nil || string(got.b) != "wait" {
+		t.Fatalf("call in flight during the drain: %v %q", err, got.b)
+	}
+	<-stopped
+	s = serve()
+	defer s.Stop()
+	var next frame
+	if err := cc.Invoke(ctxTimeout(t, 5*time.Second), mUnary, &frame{b: []byte("next")}, &next); err != nil || string(next.b) != "next" {
+		t.Fatalf("after the drain: %v %q", err, next.b)
+	}
+}
+
 // TestTLS: h2grpc client → grpc-go server and grpc-go client → h2grpc server over TLS with
 // ALPN h2 and a CA minted in the test.
 func TestTLS(t *testing.T) {
