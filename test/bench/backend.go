@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -50,24 +48,12 @@ func serveBackend(ctx context.Context, socket string) error {
 	for i := range messages.SnapshotMetadataResponses {
 		d.metadata = append(d.metadata, messages.GetMetadataAllocatedResponse(i))
 	}
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(socket)
 	srv := grpc.NewServer()
 	csi.RegisterIdentityServer(srv, d)
 	csi.RegisterControllerServer(srv, d)
 	csi.RegisterNodeServer(srv, d)
 	csi.RegisterSnapshotMetadataServer(srv, d)
-	go func() {
-		<-ctx.Done()
-		srv.Stop()
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
-	}
-	return nil
+	return serveUnix(ctx, socket, srv, grpc.ErrServerStopped)
 }
 
 func (d *driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {

@@ -45,19 +45,7 @@ func runFloorRelay(spec string) error {
 		Creds: insecure.NewCredentials(), Codec: rawcodec.Codec{}, Workers: 32,
 		Handler: func(_ any, ss grpc.ServerStream) error { return relayFloor(cc, ss) },
 	})
-	l, err := net.Listen("unix", listen)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(listen)
-	go func() {
-		<-ctx.Done()
-		srv.Stop()
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, h2grpc.ErrServerStopped) {
-		return err
-	}
-	return nil
+	return serveUnix(ctx, listen, srv, h2grpc.ErrServerStopped)
 }
 
 // relayFloor copies one call: its request to the driver, and the driver's answer (one message,
