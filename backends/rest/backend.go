@@ -144,7 +144,7 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 	resp, err := m.responseProto(out)
 	if err != nil {
 		return nil, &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), 256)), maxMessage)}
+			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), maxSaid)), maxMessage)}
 	}
 	return resp, nil
 }
@@ -193,7 +193,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 	var resp csi.ProbeResponse
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(out, &resp); err != nil {
 		return &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), 256)), maxMessage)}
+			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), maxSaid)), maxMessage)}
 	}
 	if r := resp.GetReady(); r != nil && !r.GetValue() {
 		return newError(backends.ClassUnavailable, b.name, m.name, "the appliance is not ready (its Probe answered ready=false; it may be starting)")
