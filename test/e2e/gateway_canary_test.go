@@ -68,6 +68,8 @@ var secretRPCs = []string{
 // backend), and a third round pads that echo so a canary straddles the 1 KiB bound of error
 // messages. Secrets must reach the driver intact and appear in no log line, no error the
 // caller gets, and no output of `csi-gateway call`; the debug log must still log the calls.
+// TestGatewayCanaryForms does the same for secrets whose bytes a backend reformats (a
+// trailing newline, a CRLF, a tab, a PEM key), through a grpc driver and a rest appliance.
 func TestGatewayCanary(t *testing.T) {
 	began := time.Now()
 	methods := secretBearingMethods()
