@@ -169,4 +169,3 @@ func (r *Redactor) isSecretField(fd protoreflect.FieldDescriptor) bool {
 func (r *Redactor) isContextField(fd protoreflect.FieldDescriptor) bool {
 	return fd.IsMap() && fd.MapValue().Kind() == protoreflect.StringKind && r.cfg.contextFields[fd.Name()]
 }
-
