@@ -111,7 +111,8 @@ func NewServer(o Options) (*Server, error) {
 // handler composes the middleware chain, in the one documented order:
 //
 //	recover → log → observe (tap) → annotate span → measure (metrics) → authorize → confine →
-//	deadline → validate → scope tenants → serialize → canonicalize → dispatch (route → backend)
+//	deadline → validate → scope tenants → serialize → canonicalize → guard listings →
+//	dispatch (route → backend)
 //
 // The log, the observers, the span and the metrics sit outside authorize so refused calls are
 // seen too, and outside canonicalize so they record the code the caller actually gets.
@@ -131,6 +132,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		scopeTenants(s.opts.Tenancy, s.methods),
 		s.serialize(),
 		canonicalize(s.redactor),
+		guardListings(),
 	)
 }
 
