@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -171,14 +172,18 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 }
 
 // listenerPolicy builds what listener key admits. A TLS listener gets its tlsconf.Server
-// (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener
-// is logged as a warning, at every start.
+// (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener,
+// and a Unix socket whose name does not end in .sock, are logged as warnings, at every start.
 func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) (proxy.ListenerPolicy, *tlsconf.Server, error) {
 	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs, Tenant: lc.Tenant,
 		Methods: auth.MethodAllowList{Key: key + ".methods", Patterns: lc.Methods}}
 	ep, err := proxy.ParseEndpoint(lc.Endpoint)
-	if err != nil || ep.Scheme == "unix" {
+	if err != nil {
 		return p, nil, err
+	}
+	if ep.Scheme == "unix" {
+		warnSocketName(key, ep, log)
+		return p, nil, nil
 	}
 	if lc.Insecure {
 		log.Warn(fmt.Sprintf("%s: plaintext TCP: anyone who can reach %s can call the gateway", key, ep.Address))
@@ -198,6 +203,17 @@ func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *
 	p.Creds = credentials.NewTLS(ts.Config())
 	p.Clients = auth.ClientAllowList{Key: key + ".clients", Rules: lc.Clients}
 	return p, ts, nil
+}
+
+// warnSocketName warns when listener key's Unix socket does not end in .sock: "All UNIX
+// endpoints SHALL end with .sock" (spec, Configuration and Operation). The gateway serves it
+// all the same: the path is the supervisor's choice (CSI_ENDPOINT, kubelet's registration),
+// not the plugin's, and refusing it would take down a deployment that works today at its next
+// restart.
+func warnSocketName(key string, ep proxy.Endpoint, log *slog.Logger) {
+	if !strings.HasSuffix(ep.Address, ".sock") {
+		log.Warn(fmt.Sprintf("%s: the socket %s does not end in .sock, as CSI requires of every UNIX endpoint; serving it anyway: rename it where it is set (CSI_ENDPOINT, --endpoint or %s.endpoint) and in what connects to it", key, ep.Address, key))
+	}
 }
 
 func listen(lc ListenerConfig) (net.Listener, error) {
