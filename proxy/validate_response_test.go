@@ -250,7 +250,7 @@ func TestValidateResponseRules(t *testing.T) {
 			if req == nil {
 				req = validRequests[tc.method]
 			}
-			want, err := proto.Marshal(tc.resp)
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(tc.resp)
 			if err != nil {
 				t.Fatal(err)
 			}

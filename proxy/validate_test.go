@@ -99,7 +99,8 @@ func (fc *fakeCaps) fetchCount() int {
 }
 
 // validationFake is a backend that advertises caps and answers any other call with resp
-// (marshalled; the empty message when nil).
+// (marshalled deterministically, so that maps of several keys compare as bytes; the empty
+// message when nil).
 func validationFake(caps *fakeCaps, resp proto.Message) *serverFake {
 	return &serverFake{answer: func(_ context.Context, method string, _ []byte) ([]byte, error) {
 		if b, ok, err := caps.answer(method); ok {
@@ -108,7 +109,7 @@ func validationFake(caps *fakeCaps, resp proto.Message) *serverFake {
 		if resp == nil {
 			return nil, nil
 		}
-		return proto.Marshal(resp)
+		return proto.MarshalOptions{Deterministic: true}.Marshal(resp)
 	}}
 }
 
