@@ -75,7 +75,7 @@ func TestSerialOperationOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			op, ok := operationOf(&Call{Method: method, Request: raw, info: info})
+			op, ok := operationOf(&Call{Method: method, Request: raw, info: info}, "")
 			wantScope := ""
 			if k.scope != "" {
 				wantScope = "at-1"
@@ -99,7 +99,7 @@ func TestSerialOperationOf(t *testing.T) {
 		"empty volume_id": {Method: mDeleteVolume, Request: empty, info: methods[mDeleteVolume]},
 	}
 	for name, call := range notSerialized {
-		if op, ok := operationOf(call); ok {
+		if op, ok := operationOf(call, ""); ok {
 			t.Errorf("%s: serialized as %+v", name, op)
 		}
 	}
@@ -114,7 +114,7 @@ func TestSerialOverlapsAndIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, ok := operationOf(&Call{Method: method, Request: raw, info: methods[method]})
+		o, ok := operationOf(&Call{Method: method, Request: raw, info: methods[method]}, "")
 		if !ok {
 			t.Fatalf("%s not serialized", method)
 		}
