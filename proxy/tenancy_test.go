@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,9 +84,9 @@ func (gw *tenantGateway) controller(tenant string) csi.ControllerClient {
 }
 
 // openLedger opens a ledger, closed at the end of the test (after the gateways using it).
-func openLedger(t *testing.T, path string, quotas map[string]tenancy.Quota) *tenancy.Ledger {
+func openLedger(t *testing.T, path string, quotas map[string]tenancy.Quota, opts ...tenancy.Option) *tenancy.Ledger {
 	t.Helper()
-	ledger, err := tenancy.Open(path, quotas)
+	ledger, err := tenancy.Open(path, quotas, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,5 +364,135 @@ func TestTenantsIdenticalCallsNeverJoin(t *testing.T) {
 	}
 	if got := be.count(mCreateVolume); got != 2 {
 		t.Errorf("%d CreateVolume calls reached the backend, want 2", got)
+	}
+}
+
+// listPages walks a tenant's ListVolumes from token by pages of max entries and returns the
+// volume IDs and the next_tokens it was given.
+func listPages(t *testing.T, ctl csi.ControllerClient, token string, max int32) (ids, tokens []string) {
+	t.Helper()
+	for range 100 {
+		resp, err := ctl.ListVolumes(serverCallCtx(t), &csi.ListVolumesRequest{MaxEntries: max, StartingToken: token})
+		if err != nil {
+			t.Fatalf("ListVolumes from %q: %v", token, err)
+		}
+		for _, e := range resp.GetEntries() {
+			ids = append(ids, e.GetVolume().GetVolumeId())
+		}
+		if token = resp.GetNextToken(); token == "" {
+			return ids, tokens
+		}
+		tokens = append(tokens, token)
+	}
+	t.Fatal("ListVolumes: more than 100 pages")
+	return nil, nil
+}
+
+// backendTokens returns every next_token the appliance gives, one volume per page.
+func backendTokens(t *testing.T, be backends.Backend) []string {
+	t.Helper()
+	var tokens []string
+	for token := ""; ; {
+		req, _ := proto.Marshal(&csi.ListVolumesRequest{MaxEntries: 1, StartingToken: token})
+		raw, err := be.Unary(serverCallCtx(t), "/csi.v1.Controller/ListVolumes", req)
+		var resp csi.ListVolumesResponse
+		if err == nil {
+			err = proto.Unmarshal(raw, &resp)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token = resp.GetNextToken(); token == "" {
+			return tokens
+		}
+		tokens = append(tokens, token)
+	}
+}
+
+// TestTenantListTokensSealed: a tenant's next_tokens are the backend's sealed for it: a full
+// paged listing through them returns exactly its own volumes; no token shows the backend's
+// (a position among every tenant's volumes), in its text or decoded; another tenant's token,
+// a token changed by one character, or a ListVolumes token in ListSnapshots is ABORTED; a
+// token outlives a restart with the same tenancy.tokenKeyFile and is ABORTED after the key
+// changed, when the listing restarts from the beginning.
+func TestTenantListTokensSealed(t *testing.T) {
+	dir := t.TempDir()
+	key := bytes.Repeat([]byte{0x5c}, tenancy.TokenKeySize)
+	quotas := map[string]tenancy.Quota{"blue": {}, "green": {}}
+	ledger := openLedger(t, filepath.Join(dir, "tenancy.db"), quotas, tenancy.WithTokenKey(key))
+	be := openEmbedded(t)
+	gw := startTenantGateway(t, be, ledger, "blue", "green")
+	own := map[string][]string{}
+	for i := range 5 {
+		for _, tenant := range []string{"blue", "green"} {
+			resp, err := gw.controller(tenant).CreateVolume(serverCallCtx(t), serverCreateVolumeRequest(fmt.Sprintf("pvc-%d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			own[tenant] = append(own[tenant], resp.GetVolume().GetVolumeId())
+		}
+	}
+	secret := backendTokens(t, be)
+	if len(secret) != 9 {
+		t.Fatalf("the appliance gave %d tokens for 10 volumes", len(secret))
+	}
+
+	ids, blueTokens := listPages(t, gw.controller("blue"), "", 2)
+	if !slices.Equal(ids, own["blue"]) || len(blueTokens) != 2 {
+		t.Fatalf("blue's listing by 2: %v with %d tokens; want %v with 2", ids, len(blueTokens), own["blue"])
+	}
+	_, greenTokens := listPages(t, gw.controller("green"), "", 1)
+	for _, token := range append(slices.Clone(blueTokens), greenTokens...) {
+		decoded, err := base64.RawURLEncoding.DecodeString(token)
+		if err != nil || len(token) > tenancy.MaxLength {
+			t.Errorf("token %q: %d bytes, %v; want base64url within %d bytes", token, len(token), err, tenancy.MaxLength)
+		}
+		for _, s := range secret {
+			if strings.Contains(token, s) || bytes.Contains(decoded, []byte(s)) || bytes.Contains(decoded, []byte("volumes:")) {
+				t.Errorf("token %q shows the backend's %q", token, s)
+			}
+		}
+	}
+
+	refused := func(what string, err error) {
+		t.Helper()
+		st := status.Convert(err)
+		if st.Code() != codes.Aborted || !strings.Contains(st.Message(), "the starting_token was not issued to this caller for") {
+			t.Errorf("%s: %v %q, want ABORTED saying the token was not issued to this caller", what, st.Code(), st.Message())
+		}
+	}
+	_, err := gw.controller("green").ListVolumes(serverCallCtx(t), &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: blueTokens[0]})
+	refused("blue's token given to green", err)
+	middle := len(blueTokens[0]) / 2
+	tampered := blueTokens[0][:middle] + map[bool]string{true: "A", false: "B"}[blueTokens[0][middle] != 'A'] + blueTokens[0][middle+1:]
+	_, err = gw.controller("blue").ListVolumes(serverCallCtx(t), &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: tampered})
+	refused("a tampered token", err)
+	_, err = gw.controller("blue").ListSnapshots(serverCallCtx(t), &csi.ListSnapshotsRequest{MaxEntries: 2, StartingToken: blueTokens[0]})
+	refused("a ListVolumes token in ListSnapshots", err)
+	_, err = gw.controller("blue").ListVolumes(serverCallCtx(t), &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: secret[0]})
+	refused("the backend's own token", err)
+
+	// A restart (or another replica) with the same key takes the token; with another key it
+	// is refused, and the listing restarts from the beginning.
+	for _, tc := range []struct {
+		name string
+		key  []byte
+	}{{"the same key", key}, {"a new key", bytes.Repeat([]byte{0x3a}, tenancy.TokenKeySize)}} {
+		gw.stop()
+		ledger.Close()
+		ledger = openLedger(t, filepath.Join(dir, "tenancy.db"), quotas, tenancy.WithTokenKey(tc.key))
+		gw = startTenantGateway(t, be, ledger, "blue", "green")
+		ids, _ := listPages(t, gw.controller("blue"), "", 2)
+		if !slices.Equal(ids, own["blue"]) {
+			t.Errorf("%s: blue's listing from the start: %v, want %v", tc.name, ids, own["blue"])
+		}
+		resp, err := gw.controller("blue").ListVolumes(serverCallCtx(t), &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: blueTokens[0]})
+		if !bytes.Equal(tc.key, key) {
+			refused(tc.name+": an old token", err)
+			continue
+		}
+		if err != nil || len(resp.GetEntries()) != 2 || resp.GetEntries()[0].GetVolume().GetVolumeId() != own["blue"][2] {
+			t.Errorf("%s: blue's second page after a restart: %v, %v; want it to start at %s", tc.name, resp, err, own["blue"][2])
+		}
 	}
 }
