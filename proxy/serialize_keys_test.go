@@ -156,3 +156,23 @@ func TestSerialOverlapsAndIdentical(t *testing.T) {
 		t.Errorf("object = %q", got)
 	}
 }
+
+// TestObjectKeyPerTenant: no two (tenant, kind, name or ID) triples share a key, whatever
+// the ID looks like: a tenant's calls never meet another tenant's, nor a caller's of no
+// tenant.
+func TestObjectKeyPerTenant(t *testing.T) {
+	kinds := []objectKind{kindVolumeName, kindVolume, kindSnapshotName, kindSnapshot, kindGroupSnapshotName,
+		kindGroupSnapshot, kindVolumeGroupName, kindVolumeGroup}
+	seen := map[string]string{}
+	for _, tenant := range []string{"", "blue", "green", "volume", "volume-name", "blue-volume"} {
+		for _, kind := range kinds {
+			for _, id := range []string{"x", "blue/volume:x", "volume:x", "/x", ":x", "green.x"} {
+				key, triple := objectKey(tenant, kind, id), tenant+" "+kind.prefix+" "+id
+				if other, ok := seen[key]; ok {
+					t.Errorf("%s and %s share the key %q", other, triple, key)
+				}
+				seen[key] = triple
+			}
+		}
+	}
+}
