@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"slices"
 
@@ -29,7 +30,8 @@ import (
 // tenancy layer, which pages the backend itself within one call, is protected against any
 // token it already sent in that call (listingOf).
 //
-// Tokens are read from the raw messages (wireString): nothing else of them is decoded.
+// Tokens are read from the raw messages (wireValue): nothing else of them is decoded, and
+// nothing is allocated unless the listing keeps its tokens.
 func guardListings() Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
@@ -37,21 +39,21 @@ func guardListings() Middleware {
 				return next(ctx, call)
 			}
 			paging := call.info.paging
-			token, _ := wireString(call.Request, paging.starting)
+			token, _ := wireValue(call.Request, paging.starting)
 			sent := listingOf(ctx)
 			sent.add(token)
 			if err := next(ctx, call); err != nil {
-				if token != "" && backends.ClassOf(err) == backends.ClassInvalid {
+				if len(token) > 0 && backends.ClassOf(err) == backends.ClassInvalid {
 					return refusedToken(call, err)
 				}
 				return err
 			}
-			nextToken, ok := wireString(call.Response, paging.next)
-			if !ok || nextToken == "" {
+			nextToken, ok := wireValue(call.Response, paging.next)
+			if !ok || len(nextToken) == 0 {
 				return nil // the last page, or an answer validation refuses
 			}
 			switch {
-			case nextToken == token:
+			case bytes.Equal(nextToken, token):
 				return repeatedToken(call, "the starting_token it was given")
 			case sent.holds(nextToken):
 				return repeatedToken(call, "a token the gateway already sent it in this listing")
@@ -98,13 +100,13 @@ func listingOf(ctx context.Context) *listing {
 }
 
 // add records a token sent in the listing.
-func (l *listing) add(token string) {
-	if l != nil && token != "" {
-		l.sent = append(l.sent, token)
+func (l *listing) add(token []byte) {
+	if l != nil && len(token) > 0 {
+		l.sent = append(l.sent, string(token))
 	}
 }
 
 // holds reports whether token was sent in the listing.
-func (l *listing) holds(token string) bool {
-	return l != nil && slices.Contains(l.sent, token)
+func (l *listing) holds(token []byte) bool {
+	return l != nil && slices.ContainsFunc(l.sent, func(s string) bool { return s == string(token) })
 }

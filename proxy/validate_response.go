@@ -68,7 +68,9 @@ const incompatible = codes.AlreadyExists
 var answerRules = map[string][]answerRule{
 	"/csi.v1.Controller/CreateVolume": {
 		answerOf(codes.OK, func(c *checker, _ *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, caps capView) {
-			advertisedTopology(c, "volume", r.GetVolume(), caps)
+			if unadvertisedTopology(r.GetVolume(), caps) {
+				c.add(topologyUnadvertised, "volume", volumeTopology)
+			}
 		}),
 		answerOf(incompatible, func(c *checker, q *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, _ capView) {
 			atLeastRequired(c, "volume.capacity_bytes", r.GetVolume().GetCapacityBytes(), q.GetCapacityRange())
@@ -80,7 +82,9 @@ var answerRules = map[string][]answerRule{
 	},
 	"/csi.v1.Controller/ControllerGetVolume": {
 		answerOf(codes.OK, func(c *checker, _ *csi.ControllerGetVolumeRequest, r *csi.ControllerGetVolumeResponse, caps capView) {
-			advertisedTopology(c, "volume", r.GetVolume(), caps)
+			if unadvertisedTopology(r.GetVolume(), caps) {
+				c.add(topologyUnadvertised, "volume", volumeTopology)
+			}
 		}),
 	},
 	"/csi.v1.Controller/ListVolumes": {
@@ -154,13 +158,13 @@ func checkAnswer(c *checker, method string, req, resp proto.Message, caps capVie
 
 var volumeTopology = pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
 
-// advertisedTopology: a volume's accessible_topology only from a backend that advertises
-// VOLUME_ACCESSIBILITY_CONSTRAINTS. field names v; it is only rendered for a violation.
-func advertisedTopology(c *checker, field string, v *csi.Volume, caps capView) {
-	if len(v.GetAccessibleTopology()) > 0 && caps.lacks(volumeTopology.kind, volumeTopology.cap) {
-		c.add("%s.accessible_topology is set but the backend does not advertise the %s", field, volumeTopology)
-	}
+// unadvertisedTopology reports whether v has an accessible_topology from a backend that
+// does not advertise VOLUME_ACCESSIBILITY_CONSTRAINTS (topologyUnadvertised says so, naming v).
+func unadvertisedTopology(v *csi.Volume, caps capView) bool {
+	return len(v.GetAccessibleTopology()) > 0 && caps.lacks(volumeTopology.kind, volumeTopology.cap)
 }
+
+const topologyUnadvertised = "%s.accessible_topology is set but the backend does not advertise the %s"
 
 // checkVolumeEntries: ListVolumes entries with topology only as advertised, and a status
 // when the backend advertises LIST_VOLUMES_PUBLISHED_NODES.
@@ -170,8 +174,8 @@ func checkVolumeEntries(c *checker, entries []*csi.ListVolumesResponse_Entry, ca
 		if c.full() {
 			return
 		}
-		if len(e.GetVolume().GetAccessibleTopology()) > 0 {
-			advertisedTopology(c, entryField(i, "volume"), e.GetVolume(), caps)
+		if unadvertisedTopology(e.GetVolume(), caps) {
+			c.add(topologyUnadvertised, entryField(i, "volume"), volumeTopology) // the field is rendered for a violation only
 		}
 		if e.GetStatus() == nil {
 			if has, _ := caps.has(published.kind, published.cap); has {
