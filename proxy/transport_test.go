@@ -16,7 +16,7 @@ import (
 
 // TestParseTransport: the names, the default, and a clear error for anything else.
 func TestParseTransport(t *testing.T) {
-	for in, want := range map[string]Transport{"": TransportFrames, "frames": TransportFrames, "grpc": TransportGRPC} {
+	for in, want := range map[string]Transport{"": TransportGRPC, "frames": TransportFrames, "grpc": TransportGRPC} {
 		if got, err := ParseTransport(in); err != nil || got != want {
 			t.Errorf("ParseTransport(%q) = %q, %v; want %q", in, got, err, want)
 		}

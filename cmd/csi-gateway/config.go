@@ -36,7 +36,8 @@ type Config struct {
 	// Validation is enforce, warn or off (docs/validation.md).
 	Validation string `mapstructure:"validation"`
 	// Transport is how the gateway reads and writes gRPC, on its listeners and to grpc
-	// backends: frames (the default: its own HTTP/2 frame relay) or grpc (grpc-go's).
+	// backends: grpc (the default: grpc-go's) or frames (its own HTTP/2 frame relay, an
+	// opt-in that saves CPU per call).
 	Transport string `mapstructure:"transport"`
 }
 
