@@ -43,7 +43,9 @@ func (d *metadataDriver) GetMetadataAllocated(req *csi.GetMetadataAllocatedReque
 // TestTenantStreamScoped: a tenant's server-streaming call (SnapshotMetadata) reaches the
 // backend with the snapshot's backend ID and streams back unchanged; another tenant's (or an
 // unknown) snapshot is NOT_FOUND and never reaches the backend.
-func TestTenantStreamScoped(t *testing.T) {
+func TestTenantStreamScoped(t *testing.T) { onEachTransport(t, testTenantStreamScoped) }
+
+func testTenantStreamScoped(t *testing.T, tr Transport) {
 	dir := t.TempDir()
 	drv := &metadataDriver{}
 	gs := grpc.NewServer()
@@ -67,8 +69,8 @@ func TestTenantStreamScoped(t *testing.T) {
 	}
 	srv, err := NewServer(Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "array"}},
-		Backends: map[string]backends.Backend{"array": newGRPCBackend(t, dl.Addr().String(), nil, nil)},
-		Log:      slog.New(slog.DiscardHandler), Tenancy: ledger,
+		Backends: map[string]backends.Backend{"array": newGRPCBackend(t, tr, dl.Addr().String(), nil, nil)},
+		Log:      slog.New(slog.DiscardHandler), Tenancy: ledger, Transport: tr,
 	})
 	if err != nil {
 		t.Fatal(err)
