@@ -114,10 +114,12 @@ func NewServer(o Options) (*Server, error) {
 // handler composes the middleware chain, in the one documented order:
 //
 //	recover → log → observe (tap) → annotate span → measure (metrics) → authorize → confine →
-//	deadline → validate → scope tenants → serialize → canonicalize → dispatch (route → backend)
+//	deadline → validate → serialize → scope tenants → canonicalize → dispatch (route → backend)
 //
 // The log, the observers, the span and the metrics sit outside authorize so refused calls are
 // seen too, and outside canonicalize so they record the code the caller actually gets.
+// Serialization sits outside tenant scoping so that identical calls of a tenant are joined
+// before tenancy takes a quota hold for them (see serializeCalls).
 // The server span itself comes from the OpenTelemetry stats handler in Options.StatsHandlers.
 // Validation, tenancy and serialization answer with final statuses of their own.
 func (s *Server) handler(p ListenerPolicy) Handler {
@@ -131,8 +133,8 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		confine(p),
 		limitDeadlines(s.opts.Timeouts),
 		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
-		scopeTenants(s.opts.Tenancy, s.methods),
 		s.serialize(),
+		scopeTenants(s.opts.Tenancy, s.methods),
 		canonicalize(s.redactor),
 	)
 }

@@ -98,12 +98,19 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	var ledger *tenancy.Ledger
 	if cfg.Tenancy.Ledger != "" {
-		if ledger, err = tenancy.Open(cfg.Tenancy.Ledger, cfg.Tenancy.quotas()); err != nil {
+		opts, err := cfg.Tenancy.ledgerOptions()
+		if err != nil {
+			return err
+		}
+		if ledger, err = tenancy.Open(cfg.Tenancy.Ledger, cfg.Tenancy.quotas(), opts...); err != nil {
 			return fmt.Errorf("tenancy.ledger: %w", err)
 		}
 		defer ledger.Close()
 		metrics.WatchTenancy(ledger)
 		log.Info("tenancy on", "ledger", cfg.Tenancy.Ledger, "tenants", len(cfg.Tenancy.Tenants))
+		if cfg.Tenancy.TokenKeyFile == "" {
+			log.Warn("tenancy.tokenKeyFile is not set: tenants' listing tokens (next_token) are sealed with a random key of this process, so they do not survive a restart and other replicas refuse them (ABORTED: the caller restarts its listing)")
+		}
 	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,

@@ -15,13 +15,17 @@ import (
 // It asks the backend for as many entries as the tenant still wants and keeps the tenant's
 // own; when other tenants' entries took some of the room it asks again from the backend's
 // next_token. A page therefore always ends where one of the backend's pages ends, and the
-// next_token the tenant gets is the backend's own: it stays valid exactly as long as the
-// backend says, and no position has to be kept in the gateway.
+// next_token the tenant gets is the backend's own, sealed for the tenant and the method
+// (tokens): it stays valid exactly as long as the backend's does (and the token key), it
+// reveals nothing of other tenants' objects, and no position has to be kept in the gateway.
 func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, error) {
 	fields := req.ProtoReflect().Descriptor().Fields()
 	maxEntries, startingToken := fields.ByName("max_entries"), fields.ByName("starting_token")
 	want := int(req.ProtoReflect().Get(maxEntries).Int())
-	token := req.ProtoReflect().Get(startingToken).String()
+	token, err := c.l.tokens.open(c.tenant, c.method, req.ProtoReflect().Get(startingToken).String())
+	if err != nil {
+		return nil, err
+	}
 	var kept []protoreflect.Value
 	for {
 		page := proto.Clone(req).ProtoReflect()
@@ -57,10 +61,15 @@ func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, erro
 			for _, e := range kept {
 				out.Append(e)
 			}
+			sealed, err := c.l.tokens.seal(c.tenant, c.method, next)
+			if err != nil {
+				return nil, err
+			}
+			m.Set(nextToken, protoreflect.ValueOfString(sealed))
 			return resp, c.scopeResponse(resp)
 		}
 		if next == token {
-			return nil, status.Errorf(codes.Internal, "csi-gateway: the backend answered %s with the next_token it was given (%q): the listing would never end", c.method, next)
+			return nil, status.Errorf(codes.Internal, "csi-gateway: the backend answered %s with the next_token it was given: the listing would never end", c.method)
 		}
 		token = next
 	}
