@@ -56,7 +56,7 @@ func (m *SocketMode) UnmarshalText(text []byte) error {
 		digits = rest
 	}
 	n, err := strconv.ParseUint(digits, 8, 32)
-	if err != nil || digits == "" {
+	if err != nil {
 		return fmt.Errorf("%q is not an octal mode such as \"0660\"", s)
 	}
 	if n > uint64(fs.ModePerm) {
