@@ -44,7 +44,7 @@ type Options struct {
 	// nil: the built-in limits (30 s default, 2 min for calls that change storage or mount,
 	// 10 min cap).
 	Timeouts *Timeouts
-	// Transport is how listeners read and write gRPC; the zero value is TransportFrames.
+	// Transport is how listeners read and write gRPC; the zero value is DefaultTransport.
 	Transport Transport
 	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
 	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
@@ -95,6 +95,9 @@ type Server struct {
 func NewServer(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Transport == "" {
+		o.Transport = DefaultTransport
 	}
 	routes, err := newRouteTable(o.Routes, func(name string) bool { return o.Backends[name] != nil })
 	if err != nil {

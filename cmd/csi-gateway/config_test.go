@@ -41,7 +41,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode != "0660" {
+	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
 		t.Errorf("listeners: %+v", c.Listeners)
 	}
 	if b := c.Backends[defaultBackendName]; b.Type != "embedded" || b.DataDir != defaultDataDir {
@@ -72,7 +72,7 @@ logging: {level: warn}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
+	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
 		t.Errorf("listener from the file: %+v", c.Listeners[0])
 	}
 	if b := c.Backends["array1"]; b.Retry.MaxAttempts != 3 || b.Retry.MinBackoff != 10*time.Millisecond {

@@ -158,7 +158,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 		go func() { errc <- srv.Serve(l, policy) }()
-		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode, "tls", ts != nil)
+		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode.String(), "tls", ts != nil)
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
@@ -228,11 +228,7 @@ func listen(lc ListenerConfig) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, err := parseSocketMode(lc.SocketMode)
-	if err != nil {
-		return nil, err
-	}
-	return proxy.Listen(ep, mode)
+	return proxy.Listen(ep, lc.SocketMode.Perm())
 }
 
 // openBackends builds every configured backend, and the TLS configurations they dial with
