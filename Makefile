@@ -14,7 +14,7 @@ TEST_FLAGS ?=
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
 FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
 	./backends/embedded:FuzzParseExt4Size ./backends/rest:FuzzDecodeError \
-	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub ./proxy:FuzzWireString ./proxy/tenancy:FuzzScopeID ./proxy/tenancy:FuzzOpenToken \
+	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./csispec:FuzzCheck ./redact:FuzzRedact ./redact:FuzzScrub ./internal/protoread:FuzzWireString ./proxy/tenancy:FuzzScopeID ./proxy/tenancy:FuzzOpenToken \
 	./internal/h2grpc:FuzzTimeout ./internal/h2grpc:FuzzHeaderReader
 FUZZTIME       ?= 1m
 # make test's short run is a count of executions, not a duration: with a duration, Go 1.26's

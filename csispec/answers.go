@@ -1,4 +1,4 @@
-package proxy
+package csispec
 
 import (
 	"cmp"
@@ -26,11 +26,11 @@ var createMethods = setOf(
 	"/volumegroup.Controller/CreateVolumeGroup",
 )
 
-// responseCode is the code a caller gets for a malformed answer to method: UNAVAILABLE for
+// ResponseCode is the code a caller gets for a malformed answer to method: UNAVAILABLE for
 // the create methods (see createMethods), INTERNAL for every other (retrying a read, a publish
 // or an expansion gets the same malformed answer; INTERNAL says so, and the sidecars that
 // retry those anyway, the attacher and the resizer, still do).
-func responseCode(method string) codes.Code {
+func ResponseCode(method string) codes.Code {
 	if createMethods[method] {
 		return codes.Unavailable
 	}
@@ -39,15 +39,15 @@ func responseCode(method string) codes.Code {
 
 // answerRule is one rule of an answer that involves the request or the backend's
 // capabilities, on top of what the checker finds in the answer alone. check records what the
-// answer breaks on c; each violation gets code, or responseCode's when code is OK (unset).
+// answer breaks on c; each violation gets code, or ResponseCode's when code is OK (unset).
 type answerRule struct {
 	code  codes.Code
-	check func(c *checker, req, resp proto.Message, caps capView)
+	check func(c *checker, req, resp proto.Message, caps backendCaps)
 }
 
 // answerOf adapts a check of one method's typed request and answer to an answerRule.
-func answerOf[Req, Resp proto.Message](code codes.Code, check func(c *checker, req Req, resp Resp, caps capView)) answerRule {
-	return answerRule{code: code, check: func(c *checker, req, resp proto.Message, caps capView) {
+func answerOf[Req, Resp proto.Message](code codes.Code, check func(c *checker, req Req, resp Resp, caps backendCaps)) answerRule {
+	return answerRule{code: code, check: func(c *checker, req, resp proto.Message, caps backendCaps) {
 		q, okq := req.(Req)
 		r, okr := resp.(Resp)
 		if okq && okr {
@@ -56,60 +56,60 @@ func answerOf[Req, Resp proto.Message](code codes.Code, check func(c *checker, r
 	}}
 }
 
-// incompatible is the code of a create whose answer names an object that does not match the
+// Incompatible is the code of a create whose answer names an object that does not match the
 // request: the backend has an object of that name, and it is not the one asked for. That is
-// the spec's "already exists but is incompatible" (ALREADY_EXISTS: the caller must change the
+// the spec's "already exists but is Incompatible" (ALREADY_EXISTS: the caller must change the
 // arguments or the name), not a malformed answer: a retry under the same name would get the
 // same object, so UNAVAILABLE would be retried forever.
-const incompatible = codes.AlreadyExists
+const Incompatible = codes.AlreadyExists
 
 // answerRules are the answer rules of each method (see answerRule), in the order they are
 // checked.
 var answerRules = map[string][]answerRule{
 	"/csi.v1.Controller/CreateVolume": {
-		answerOf(codes.OK, func(c *checker, _ *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, caps capView) {
+		answerOf(codes.OK, func(c *checker, _ *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, caps backendCaps) {
 			if unadvertisedTopology(r.GetVolume(), caps) {
 				c.add(topologyUnadvertised, "volume", volumeTopology)
 			}
 		}),
-		answerOf(incompatible, func(c *checker, q *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, _ capView) {
+		answerOf(Incompatible, func(c *checker, q *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, _ backendCaps) {
 			atLeastRequired(c, "volume.capacity_bytes", r.GetVolume().GetCapacityBytes(), q.GetCapacityRange())
 			atMostLimit(c, "volume.capacity_bytes", r.GetVolume().GetCapacityBytes(), q.GetCapacityRange())
 		}),
-		answerOf(incompatible, func(c *checker, q *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, _ capView) {
+		answerOf(Incompatible, func(c *checker, q *csi.CreateVolumeRequest, r *csi.CreateVolumeResponse, _ backendCaps) {
 			withinRequisite(c, "volume.accessible_topology", r.GetVolume().GetAccessibleTopology(), q.GetAccessibilityRequirements())
 		}),
 	},
 	"/csi.v1.Controller/ControllerGetVolume": {
-		answerOf(codes.OK, func(c *checker, _ *csi.ControllerGetVolumeRequest, r *csi.ControllerGetVolumeResponse, caps capView) {
+		answerOf(codes.OK, func(c *checker, _ *csi.ControllerGetVolumeRequest, r *csi.ControllerGetVolumeResponse, caps backendCaps) {
 			if unadvertisedTopology(r.GetVolume(), caps) {
 				c.add(topologyUnadvertised, "volume", volumeTopology)
 			}
 		}),
 	},
 	"/csi.v1.Controller/ListVolumes": {
-		answerOf(codes.OK, func(c *checker, q *csi.ListVolumesRequest, r *csi.ListVolumesResponse, caps capView) {
+		answerOf(codes.OK, func(c *checker, q *csi.ListVolumesRequest, r *csi.ListVolumesResponse, caps backendCaps) {
 			withinPage(c, len(r.GetEntries()), q.GetMaxEntries())
 			checkVolumeEntries(c, r.GetEntries(), caps)
 		}),
 	},
 	"/csi.v1.Controller/ListSnapshots": {
-		answerOf(codes.OK, func(c *checker, q *csi.ListSnapshotsRequest, r *csi.ListSnapshotsResponse, _ capView) {
+		answerOf(codes.OK, func(c *checker, q *csi.ListSnapshotsRequest, r *csi.ListSnapshotsResponse, _ backendCaps) {
 			withinPage(c, len(r.GetEntries()), q.GetMaxEntries())
 		}),
 	},
 	"/csi.v1.Controller/ControllerListVolumeHealth": {
-		answerOf(codes.OK, func(c *checker, q *csi.ControllerListVolumeHealthRequest, r *csi.ControllerListVolumeHealthResponse, _ capView) {
+		answerOf(codes.OK, func(c *checker, q *csi.ControllerListVolumeHealthRequest, r *csi.ControllerListVolumeHealthResponse, _ backendCaps) {
 			withinPage(c, len(r.GetEntries()), q.GetMaxEntries())
 		}),
 	},
 	"/volumegroup.Controller/ListVolumeGroups": {
-		answerOf(codes.OK, func(c *checker, q *volumegroup.ListVolumeGroupsRequest, r *volumegroup.ListVolumeGroupsResponse, _ capView) {
+		answerOf(codes.OK, func(c *checker, q *volumegroup.ListVolumeGroupsRequest, r *volumegroup.ListVolumeGroupsResponse, _ backendCaps) {
 			withinPage(c, len(r.GetEntries()), q.GetMaxEntries())
 		}),
 	},
 	"/csi.v1.Controller/CreateSnapshot": {
-		answerOf(incompatible, func(c *checker, q *csi.CreateSnapshotRequest, r *csi.CreateSnapshotResponse, _ capView) {
+		answerOf(Incompatible, func(c *checker, q *csi.CreateSnapshotRequest, r *csi.CreateSnapshotResponse, _ backendCaps) {
 			if got, want := r.GetSnapshot().GetSourceVolumeId(), q.GetSourceVolumeId(); got != "" && want != "" && got != want {
 				c.add("snapshot.source_volume_id is not the source_volume_id asked for")
 			}
@@ -118,18 +118,18 @@ var answerRules = map[string][]answerRule{
 	// An expansion is checked against required_bytes only: a volume already larger than the
 	// target is answered OK (spec, idempotency), with its capacity, which may exceed limit_bytes.
 	"/csi.v1.Controller/ControllerExpandVolume": {
-		answerOf(codes.OK, func(c *checker, q *csi.ControllerExpandVolumeRequest, r *csi.ControllerExpandVolumeResponse, _ capView) {
+		answerOf(codes.OK, func(c *checker, q *csi.ControllerExpandVolumeRequest, r *csi.ControllerExpandVolumeResponse, _ backendCaps) {
 			atLeastRequired(c, "capacity_bytes", r.GetCapacityBytes(), q.GetCapacityRange())
 		}),
 	},
 	"/csi.v1.Node/NodeExpandVolume": {
-		answerOf(codes.OK, func(c *checker, q *csi.NodeExpandVolumeRequest, r *csi.NodeExpandVolumeResponse, _ capView) {
+		answerOf(codes.OK, func(c *checker, q *csi.NodeExpandVolumeRequest, r *csi.NodeExpandVolumeResponse, _ backendCaps) {
 			atLeastRequired(c, "capacity_bytes", r.GetCapacityBytes(), q.GetCapacityRange())
 		}),
 	},
 	"/csi.v1.Node/NodeGetInfo": {
-		answerOf(codes.OK, func(c *checker, _ *csi.NodeGetInfoRequest, r *csi.NodeGetInfoResponse, caps capView) {
-			if r.GetAccessibleTopology() != nil && caps.lacks(volumeTopology.kind, volumeTopology.cap) {
+		answerOf(codes.OK, func(c *checker, _ *csi.NodeGetInfoRequest, r *csi.NodeGetInfoResponse, caps backendCaps) {
+			if r.GetAccessibleTopology() != nil && caps.lacks(volumeTopology.Kind, volumeTopology.Cap) {
 				c.add("accessible_topology is set but the backend does not advertise the %s", volumeTopology)
 			}
 		}),
@@ -137,12 +137,12 @@ var answerRules = map[string][]answerRule{
 }
 
 // checkAnswer records on c the answer rules of method that resp, the answer to req, breaks,
-// each with its code; the violations c already holds get responseCode's.
-func checkAnswer(c *checker, method string, req, resp proto.Message, caps capView) {
-	code := responseCode(method)
+// each with its code; the violations c already holds get ResponseCode's.
+func checkAnswer(c *checker, method string, req, resp proto.Message, caps backendCaps) {
+	code := ResponseCode(method)
 	recode := func(from int, to codes.Code) {
 		for i := from; i < len(c.out); i++ {
-			c.out[i].code = to
+			c.out[i].Code = to
 		}
 	}
 	recode(0, code)
@@ -156,20 +156,18 @@ func checkAnswer(c *checker, method string, req, resp proto.Message, caps capVie
 	}
 }
 
-var volumeTopology = pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
-
 // unadvertisedTopology reports whether v has an accessible_topology from a backend that
 // does not advertise VOLUME_ACCESSIBILITY_CONSTRAINTS (topologyUnadvertised says so, naming v).
-func unadvertisedTopology(v *csi.Volume, caps capView) bool {
-	return len(v.GetAccessibleTopology()) > 0 && caps.lacks(volumeTopology.kind, volumeTopology.cap)
+func unadvertisedTopology(v *csi.Volume, caps backendCaps) bool {
+	return len(v.GetAccessibleTopology()) > 0 && caps.lacks(volumeTopology.Kind, volumeTopology.Cap)
 }
 
 const topologyUnadvertised = "%s.accessible_topology is set but the backend does not advertise the %s"
 
 // checkVolumeEntries: ListVolumes entries with topology only as advertised, and a status
 // when the backend advertises LIST_VOLUMES_PUBLISHED_NODES.
-func checkVolumeEntries(c *checker, entries []*csi.ListVolumesResponse_Entry, caps capView) {
-	published := ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
+func checkVolumeEntries(c *checker, entries []*csi.ListVolumesResponse_Entry, caps backendCaps) {
+	published := ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
 	for i, e := range entries {
 		if c.full() {
 			return
@@ -178,7 +176,7 @@ func checkVolumeEntries(c *checker, entries []*csi.ListVolumesResponse_Entry, ca
 			c.add(topologyUnadvertised, entryField(i, "volume"), volumeTopology) // the field is rendered for a violation only
 		}
 		if e.GetStatus() == nil {
-			if has, _ := caps.has(published.kind, published.cap); has {
+			if has, _ := caps.has(published.Kind, published.Cap); has {
 				c.add("%s is required: the backend advertises the %s", entryField(i, "status"), published)
 			}
 		}

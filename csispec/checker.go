@@ -1,4 +1,4 @@
-package proxy
+package csispec
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // side is which way a message travels: requests are the caller's, answers the backend's.
@@ -20,14 +22,14 @@ const (
 )
 
 // checker walks a message by reflection, following the rulePlan of each message type it
-// meets, and collects the rules it breaks (at most maxViolations). Every violation it records
+// meets, and collects the rules it breaks (at most MaxViolations). Every violation it records
 // is INVALID_ARGUMENT; checkResponse recodes them.
 //
 // Where it is in the message is kept as a stack of path elements, and rendered as a string
 // ("volume_capabilities[0].access_mode") only for a violation: fields that pass cost no string.
 type checker struct {
 	side side
-	out  []violation
+	out  []Violation
 	path []pathElem
 	buf  [8]pathElem // path's first backing array: CSI messages are rarely deeper
 }
@@ -51,13 +53,13 @@ func (c *checker) check(m protoreflect.Message) {
 }
 
 func (c *checker) add(format string, args ...any) {
-	if len(c.out) < maxViolations {
-		c.out = append(c.out, violation{codes.InvalidArgument, fmt.Sprintf(format, args...)})
+	if len(c.out) < MaxViolations {
+		c.out = append(c.out, Violation{codes.InvalidArgument, fmt.Sprintf(format, args...)})
 	}
 }
 
 // full reports whether no more violations will be recorded, to stop walking early.
-func (c *checker) full() bool { return len(c.out) >= maxViolations }
+func (c *checker) full() bool { return len(c.out) >= MaxViolations }
 
 func (c *checker) push(e pathElem) { c.path = append(c.path, e) }
 func (c *checker) pop()            { c.path = c.path[:len(c.path)-1] }
@@ -91,14 +93,14 @@ func (c *checker) at(name protoreflect.Name) string {
 }
 
 // message checks m, of the type p was compiled for, and every message inside it. gv is m's Go
-// pointer when the caller has it (else the zero Value): the fields goStruct knows are read
+// pointer when the caller has it (else the zero Value): the fields protoread.Struct knows are read
 // from m's struct, the others through protoreflect.
 func (c *checker) message(m protoreflect.Message, gv reflect.Value, p *rulePlan) {
 	msg := planMessage{m: m, p: p}
 	if gv.IsValid() {
-		msg.sv, msg.byStruct = p.goMaps.ofGo(gv)
+		msg.sv, msg.byStruct = p.goMaps.OfGo(gv)
 	} else {
-		msg.sv, msg.byStruct = p.goMaps.of(m)
+		msg.sv, msg.byStruct = p.goMaps.Of(m)
 	}
 	for _, fd := range p.required {
 		if !msg.has(fd) {
@@ -117,7 +119,7 @@ func (c *checker) message(m protoreflect.Message, gv reflect.Value, p *rulePlan)
 	}
 }
 
-// planMessage is a message the checker is in, with the struct goStruct reads it by.
+// planMessage is a message the checker is in, with the struct protoread.Struct reads it by.
 type planMessage struct {
 	m        protoreflect.Message
 	p        *rulePlan
@@ -125,28 +127,28 @@ type planMessage struct {
 	byStruct bool
 }
 
-// goField is how fd is read: from the struct, or (goReflect) through protoreflect.
-func (pm planMessage) goField(fd protoreflect.FieldDescriptor) (goKind, reflect.Value) {
+// goField is how fd is read: from the struct, or (protoread.ByReflect) through protoreflect.
+func (pm planMessage) goField(fd protoreflect.FieldDescriptor) (protoread.Kind, reflect.Value) {
 	if pm.byStruct {
-		if f := pm.p.goMaps.fields[fd.Index()]; f.kind != goReflect {
-			return f.kind, pm.sv.Field(f.index)
+		if f := pm.p.goMaps.Field(fd.Index()); f.Kind != protoread.ByReflect {
+			return f.Kind, pm.sv.Field(f.Index)
 		}
 	}
-	return goReflect, reflect.Value{}
+	return protoread.ByReflect, reflect.Value{}
 }
 
 // has reports whether fd is set, as protoreflect's Has does.
 func (pm planMessage) has(fd protoreflect.FieldDescriptor) bool {
-	if kind, fv := pm.goField(fd); kind != goReflect {
-		return goSet(fv)
+	if kind, fv := pm.goField(fd); kind != protoread.ByReflect {
+		return protoread.IsSet(fv)
 	}
 	return pm.m.Has(fd)
 }
 
 // scalar is the value of the scalar field fd, read as goField found it.
-func (pm planMessage) scalar(fd protoreflect.FieldDescriptor, kind goKind, fv reflect.Value) protoreflect.Value {
-	if kind == goScalar {
-		return goScalarValue(fd, fv)
+func (pm planMessage) scalar(fd protoreflect.FieldDescriptor, kind protoread.Kind, fv reflect.Value) protoreflect.Value {
+	if kind == protoread.ScalarKind {
+		return protoread.ScalarValue(fd, fv)
 	}
 	return pm.m.Get(fd)
 }
@@ -164,8 +166,8 @@ func (c *checker) field(msg planMessage, r *fieldRule) {
 	case ruleMessage:
 		var sub protoreflect.Message
 		var gv reflect.Value
-		if kind == goMessage {
-			sub, gv = goMessageAt(fv), fv
+		if kind == protoread.MessageKind {
+			sub, gv = protoread.MessageAt(fv), fv
 		} else {
 			sub = msg.m.Get(r.fd).Message()
 		}
@@ -174,11 +176,11 @@ func (c *checker) field(msg planMessage, r *fieldRule) {
 		}
 		c.message(sub, gv, r.next)
 	case ruleMessageList:
-		if kind == goMessages {
+		if kind == protoread.MessagesKind {
 			for i := 0; i < fv.Len() && !c.full(); i++ {
 				c.push(pathElem{index: i})
 				ev := fv.Index(i)
-				c.message(goMessageAt(ev), ev, r.next)
+				c.message(protoread.MessageAt(ev), ev, r.next)
 				c.pop()
 			}
 			return
@@ -192,14 +194,14 @@ func (c *checker) field(msg planMessage, r *fieldRule) {
 	case ruleStringList, ruleMountFlags:
 		var list protoreflect.List
 		n := 0
-		if kind == goStrings {
+		if kind == protoread.StringsKind {
 			n = fv.Len()
 		} else {
 			list = msg.m.Get(r.fd).List()
 			n = list.Len()
 		}
 		elem := func(i int) string {
-			if kind == goStrings {
+			if kind == protoread.StringsKind {
 				return fv.Index(i).String()
 			}
 			return list.Get(i).String()
@@ -220,10 +222,10 @@ func (c *checker) field(msg planMessage, r *fieldRule) {
 			c.pop()
 		}
 	case ruleStringMap:
-		if kind == goStringMap {
+		if kind == protoread.StringMapKind {
 			c.stringMap(r, fv.Interface().(map[string]string)) // the struct's own map: read only
 		} else {
-			c.stringMap(r, msg.p.goMaps.stringMap(msg.m, r.fd))
+			c.stringMap(r, msg.p.goMaps.StringMap(msg.m, r.fd))
 		}
 	}
 }
@@ -270,7 +272,7 @@ type rulePlan struct {
 	required []protoreflect.FieldDescriptor // requiredFields that the type has
 	fields   []fieldRule                    // the fields with something to check
 	hook     func(c *checker, m protoreflect.Message)
-	goMaps   goStruct
+	goMaps   protoread.Struct
 }
 
 // ruleKind is how the checker checks one field.
@@ -321,7 +323,7 @@ func compileRules(md protoreflect.MessageDescriptor, plans map[protoreflect.Mess
 	if p, ok := plans[md]; ok {
 		return p
 	}
-	p := &rulePlan{hook: messageHooks[md.FullName()], goMaps: newGoStruct(md)}
+	p := &rulePlan{hook: messageHooks[md.FullName()], goMaps: protoread.NewStruct(md)}
 	plans[md] = p
 	fields := md.Fields()
 	for _, name := range requiredFields[md.FullName()] {
@@ -335,7 +337,7 @@ func compileRules(md protoreflect.MessageDescriptor, plans map[protoreflect.Mess
 		isMessage := fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind
 		switch name := fd.FullName(); {
 		case fd.IsMap():
-			if !isStringMap(fd) {
+			if !protoread.IsStringMap(fd) {
 				continue
 			}
 			r.kind, r.secrets = ruleStringMap, fd.Name() == "secrets"

@@ -1,8 +1,10 @@
-package proxy
+package csispec
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
 func TestValidateTopologyKeys(t *testing.T) {
@@ -55,10 +57,10 @@ func TestValidateTopologyKeyCase(t *testing.T) {
 			`segments: keys "x.io/rack" and another differ only in case`}},
 	} {
 		c := newChecker(requestSide)
-		c.check(valTopo(tc.kv...).ProtoReflect())
+		c.check(topology(tc.kv...).ProtoReflect())
 		var got []string
 		for _, v := range c.out {
-			got = append(got, v.msg)
+			got = append(got, v.Msg)
 		}
 		if len(got) != len(tc.want) {
 			t.Errorf("%v: violations %q, want %q", tc.kv, got, tc.want)
@@ -119,4 +121,13 @@ func TestValidateSecretKeys(t *testing.T) {
 			t.Errorf("isSecretKey(%q) = %v, want %v", key, got, want)
 		}
 	}
+}
+
+// topology is a Topology of the segments kv (key, value, key, value, ...).
+func topology(kv ...string) *csi.Topology {
+	t := &csi.Topology{Segments: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		t.Segments[kv[i]] = kv[i+1]
+	}
+	return t
 }

@@ -1,4 +1,4 @@
-package proxy
+package csispec
 
 import (
 	"fmt"
@@ -9,73 +9,78 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// capRef names one capability of one kind.
-type capRef struct {
-	kind capKind
-	cap  int32
+// CapRef names one capability of one kind.
+type CapRef struct {
+	Kind CapKind
+	Cap  int32
 }
 
-func (r capRef) String() string {
+func (r CapRef) String() string {
 	var name string
-	switch r.kind {
-	case pluginCaps:
-		name = csi.PluginCapability_Service_Type(r.cap).String()
-	case controllerCaps:
-		name = csi.ControllerServiceCapability_RPC_Type(r.cap).String()
-	case nodeCaps:
-		name = csi.NodeServiceCapability_RPC_Type(r.cap).String()
-	case groupCaps:
-		name = csi.GroupControllerServiceCapability_RPC_Type(r.cap).String()
+	switch r.Kind {
+	case PluginCaps:
+		name = csi.PluginCapability_Service_Type(r.Cap).String()
+	case ControllerCaps:
+		name = csi.ControllerServiceCapability_RPC_Type(r.Cap).String()
+	case NodeCaps:
+		name = csi.NodeServiceCapability_RPC_Type(r.Cap).String()
+	case GroupCaps:
+		name = csi.GroupControllerServiceCapability_RPC_Type(r.Cap).String()
 	}
-	return capRPCs[r.kind].name + " " + name
+	return capRPCs[r.Kind].name + " " + name
 }
 
-func ctrlCap(t csi.ControllerServiceCapability_RPC_Type) capRef {
-	return capRef{controllerCaps, int32(t)}
+// ControllerCap, NodeCap, PluginCap and GroupCap name a capability of each kind.
+func ControllerCap(t csi.ControllerServiceCapability_RPC_Type) CapRef {
+	return CapRef{ControllerCaps, int32(t)}
 }
 
-func nodeCap(t csi.NodeServiceCapability_RPC_Type) capRef {
-	return capRef{nodeCaps, int32(t)}
+func NodeCap(t csi.NodeServiceCapability_RPC_Type) CapRef {
+	return CapRef{NodeCaps, int32(t)}
 }
 
-func pluginCap(t csi.PluginCapability_Service_Type) capRef {
-	return capRef{pluginCaps, int32(t)}
+func PluginCap(t csi.PluginCapability_Service_Type) CapRef {
+	return CapRef{PluginCaps, int32(t)}
+}
+
+func GroupCap(t csi.GroupControllerServiceCapability_RPC_Type) CapRef {
+	return CapRef{GroupCaps, int32(t)}
 }
 
 // methodGates are the RPCs a plugin implements only with a capability (REQUIREMENTS §1.3,
 // and the capabilities v1.13 adds). Identity RPCs, ValidateVolumeCapabilities, the
-// Get*Capabilities RPCs, NodePublish/NodeUnpublish and NodeGetInfo are always implemented.
+// Get*backendCaps RPCs, NodePublish/NodeUnpublish and NodeGetInfo are always implemented.
 // volumegroup.* has no capability discovery (REQUIREMENTS §8 #26): not gated.
-var methodGates = map[string]capRef{
-	"/csi.v1.Controller/CreateVolume":               ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
-	"/csi.v1.Controller/DeleteVolume":               ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
-	"/csi.v1.Controller/ControllerPublishVolume":    ctrlCap(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
-	"/csi.v1.Controller/ControllerUnpublishVolume":  ctrlCap(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
-	"/csi.v1.Controller/ListVolumes":                ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES),
-	"/csi.v1.Controller/GetCapacity":                ctrlCap(csi.ControllerServiceCapability_RPC_GET_CAPACITY),
-	"/csi.v1.Controller/CreateSnapshot":             ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
-	"/csi.v1.Controller/DeleteSnapshot":             ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
-	"/csi.v1.Controller/ListSnapshots":              ctrlCap(csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS),
-	"/csi.v1.Controller/GetSnapshot":                ctrlCap(csi.ControllerServiceCapability_RPC_GET_SNAPSHOT),
-	"/csi.v1.Controller/ControllerExpandVolume":     ctrlCap(csi.ControllerServiceCapability_RPC_EXPAND_VOLUME),
-	"/csi.v1.Controller/ControllerGetVolume":        ctrlCap(csi.ControllerServiceCapability_RPC_GET_VOLUME),
-	"/csi.v1.Controller/ControllerModifyVolume":     ctrlCap(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME),
-	"/csi.v1.Controller/ControllerGetVolumeHealth":  ctrlCap(csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH),
-	"/csi.v1.Controller/ControllerListVolumeHealth": ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH),
+var methodGates = map[string]CapRef{
+	"/csi.v1.Controller/CreateVolume":               ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
+	"/csi.v1.Controller/DeleteVolume":               ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
+	"/csi.v1.Controller/ControllerPublishVolume":    ControllerCap(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
+	"/csi.v1.Controller/ControllerUnpublishVolume":  ControllerCap(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
+	"/csi.v1.Controller/ListVolumes":                ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES),
+	"/csi.v1.Controller/GetCapacity":                ControllerCap(csi.ControllerServiceCapability_RPC_GET_CAPACITY),
+	"/csi.v1.Controller/CreateSnapshot":             ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
+	"/csi.v1.Controller/DeleteSnapshot":             ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
+	"/csi.v1.Controller/ListSnapshots":              ControllerCap(csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS),
+	"/csi.v1.Controller/GetSnapshot":                ControllerCap(csi.ControllerServiceCapability_RPC_GET_SNAPSHOT),
+	"/csi.v1.Controller/ControllerExpandVolume":     ControllerCap(csi.ControllerServiceCapability_RPC_EXPAND_VOLUME),
+	"/csi.v1.Controller/ControllerGetVolume":        ControllerCap(csi.ControllerServiceCapability_RPC_GET_VOLUME),
+	"/csi.v1.Controller/ControllerModifyVolume":     ControllerCap(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME),
+	"/csi.v1.Controller/ControllerGetVolumeHealth":  ControllerCap(csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH),
+	"/csi.v1.Controller/ControllerListVolumeHealth": ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH),
 
-	"/csi.v1.Node/NodeStageVolume":      nodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
-	"/csi.v1.Node/NodeUnstageVolume":    nodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
-	"/csi.v1.Node/NodeGetVolumeStats":   nodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
-	"/csi.v1.Node/NodeExpandVolume":     nodeCap(csi.NodeServiceCapability_RPC_EXPAND_VOLUME),
-	"/csi.v1.Node/NodeGetVolumeHealth":  nodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
-	"/csi.v1.Node/NodeGetStorageHealth": nodeCap(csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH),
+	"/csi.v1.Node/NodeStageVolume":      NodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
+	"/csi.v1.Node/NodeUnstageVolume":    NodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
+	"/csi.v1.Node/NodeGetVolumeStats":   NodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
+	"/csi.v1.Node/NodeExpandVolume":     NodeCap(csi.NodeServiceCapability_RPC_EXPAND_VOLUME),
+	"/csi.v1.Node/NodeGetVolumeHealth":  NodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
+	"/csi.v1.Node/NodeGetStorageHealth": NodeCap(csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH),
 
-	"/csi.v1.GroupController/CreateVolumeGroupSnapshot": {groupCaps, int32(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)},
-	"/csi.v1.GroupController/DeleteVolumeGroupSnapshot": {groupCaps, int32(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)},
-	"/csi.v1.GroupController/GetVolumeGroupSnapshot":    {groupCaps, int32(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)},
+	"/csi.v1.GroupController/CreateVolumeGroupSnapshot": GroupCap(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT),
+	"/csi.v1.GroupController/DeleteVolumeGroupSnapshot": GroupCap(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT),
+	"/csi.v1.GroupController/GetVolumeGroupSnapshot":    GroupCap(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT),
 
-	"/csi.v1.SnapshotMetadata/GetMetadataAllocated": pluginCap(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE),
-	"/csi.v1.SnapshotMetadata/GetMetadataDelta":     pluginCap(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE),
+	"/csi.v1.SnapshotMetadata/GetMetadataAllocated": PluginCap(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE),
+	"/csi.v1.SnapshotMetadata/GetMetadataDelta":     PluginCap(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE),
 }
 
 // removedNodeVolumeCondition is the node capability VOLUME_CONDITION (4), an alpha API that
@@ -88,87 +93,115 @@ const removedNodeVolumeCondition int32 = 4
 // GET_VOLUME_STATS node capability or VOLUME_CONDITION node capability": a driver of that
 // time advertising only VOLUME_CONDITION serves it, and refusing it would break it behind
 // the gateway for no fault of its own.
-var gateAlternatives = map[string][]capRef{
-	"/csi.v1.Node/NodeGetVolumeStats": {{nodeCaps, removedNodeVolumeCondition}},
+var gateAlternatives = map[string][]CapRef{
+	"/csi.v1.Node/NodeGetVolumeStats": {{NodeCaps, removedNodeVolumeCondition}},
 }
 
 // gateMethod refuses, with UNIMPLEMENTED, an RPC whose capability (or an alternative of it)
 // the backend is known not to advertise (the caller MUST NOT retry, and may read the
 // capabilities).
-func gateMethod(method string, caps capView) *violation {
+func gateMethod(method string, caps backendCaps) *Violation {
 	ref, ok := methodGates[method]
-	if !ok || !caps.lacks(ref.kind, ref.cap) {
+	if !ok || !caps.lacks(ref.Kind, ref.Cap) {
 		return nil
 	}
 	for _, alt := range gateAlternatives[method] {
-		if has, _ := caps.has(alt.kind, alt.cap); has {
+		if has, _ := caps.has(alt.Kind, alt.Cap); has {
 			return nil
 		}
 	}
-	return &violation{codes.Unimplemented, fmt.Sprintf("backend %q does not advertise the %s, which %s needs",
+	return &Violation{codes.Unimplemented, fmt.Sprintf("backend %q does not advertise the %s, which %s needs",
 		caps.backend, ref, method[strings.LastIndexByte(method, '/')+1:])}
 }
 
-// gateRequest checks the rules of a request that depend on what the backend advertises.
-func gateRequest(method string, req proto.Message, caps capView) []violation {
-	var out []violation
-	invalid := func(field string, ref capRef) {
-		out = append(out, violation{codes.InvalidArgument, fmt.Sprintf("%s must not be set: backend %q does not advertise the %s",
-			field, caps.backend, ref)})
+// requestGate records on g the rules of one method's request that depend on what the backend
+// advertises.
+type requestGate func(g *gateCheck, req proto.Message)
+
+// gateOf adapts a gate of one method's typed request to a requestGate.
+func gateOf[Req proto.Message](gate func(g *gateCheck, r Req)) requestGate {
+	return func(g *gateCheck, req proto.Message) {
+		if r, ok := req.(Req); ok {
+			gate(g, r)
+		}
 	}
-	single := ctrlCap(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	switch r := req.(type) {
-	case *csi.CreateVolumeRequest:
-		if ref := pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS); hasTopologyRequirement(r.GetAccessibilityRequirements()) && caps.lacks(ref.kind, ref.cap) {
-			invalid("accessibility_requirements", ref)
-		}
-		if ref := ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT); r.GetVolumeContentSource().GetSnapshot() != nil && caps.lacks(ref.kind, ref.cap) {
-			invalid("volume_content_source.snapshot", ref)
-		}
-		if ref := ctrlCap(csi.ControllerServiceCapability_RPC_CLONE_VOLUME); r.GetVolumeContentSource().GetVolume() != nil && caps.lacks(ref.kind, ref.cap) {
-			invalid("volume_content_source.volume", ref)
-		}
-		if ref := ctrlCap(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME); len(r.GetMutableParameters()) > 0 && caps.lacks(ref.kind, ref.cap) {
-			invalid("mutable_parameters", ref)
-		}
+}
+
+// gateCheck collects the violations of the request gates of one call.
+type gateCheck struct {
+	caps backendCaps
+	out  []Violation
+}
+
+// invalid records that field must not be set, the backend not advertising ref, when it lacks it.
+func (g *gateCheck) invalid(set bool, field string, ref CapRef) {
+	if set && g.caps.lacks(ref.Kind, ref.Cap) {
+		g.out = append(g.out, Violation{codes.InvalidArgument, fmt.Sprintf("%s must not be set: backend %q does not advertise the %s",
+			field, g.caps.backend, ref)})
+	}
+}
+
+// singleNodeModes records a single-node access mode the backend does not advertise ref for.
+func (g *gateCheck) singleNodeMode(field string, vc *csi.VolumeCapability, ref CapRef) {
+	g.invalid(singleNodeMode(vc), field+".access_mode "+vc.GetAccessMode().GetMode().String(), ref)
+}
+
+var (
+	volumeTopology   = PluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
+	snapshotTopology = PluginCap(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS)
+	controllerSingle = ControllerCap(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	nodeSingle       = NodeCap(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	nodeStage        = NodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+)
+
+// requestGates are the rules of each method's request that depend on what the backend
+// advertises, by full method name.
+var requestGates = map[string]requestGate{
+	"/csi.v1.Controller/CreateVolume": gateOf(func(g *gateCheck, r *csi.CreateVolumeRequest) {
+		g.invalid(hasTopologyRequirement(r.GetAccessibilityRequirements()), "accessibility_requirements", volumeTopology)
+		g.invalid(r.GetVolumeContentSource().GetSnapshot() != nil, "volume_content_source.snapshot",
+			ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT))
+		g.invalid(r.GetVolumeContentSource().GetVolume() != nil, "volume_content_source.volume",
+			ControllerCap(csi.ControllerServiceCapability_RPC_CLONE_VOLUME))
+		g.invalid(len(r.GetMutableParameters()) > 0, "mutable_parameters", ControllerCap(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME))
 		for i, vc := range r.GetVolumeCapabilities() {
-			if singleNodeMode(vc) && caps.lacks(single.kind, single.cap) {
-				invalid(fmt.Sprintf("volume_capabilities[%d].access_mode %s", i, vc.GetAccessMode().GetMode()), single)
-			}
+			g.singleNodeMode(fmt.Sprintf("volume_capabilities[%d]", i), vc, controllerSingle)
 		}
-	case *csi.GetCapacityRequest:
-		if ref := pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS); r.GetAccessibleTopology() != nil && caps.lacks(ref.kind, ref.cap) {
-			invalid("accessible_topology", ref)
-		}
-	case *csi.CreateSnapshotRequest:
-		if ref := pluginCap(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS); hasTopologyRequirement(r.GetAccessibilityRequirements()) && caps.lacks(ref.kind, ref.cap) {
-			invalid("accessibility_requirements", ref)
-		}
-	case *csi.ControllerPublishVolumeRequest:
-		if ref := ctrlCap(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY); r.GetReadonly() && caps.lacks(ref.kind, ref.cap) {
-			invalid("readonly", ref)
-		}
-		if singleNodeMode(r.GetVolumeCapability()) && caps.lacks(single.kind, single.cap) {
-			invalid("volume_capability.access_mode "+r.GetVolumeCapability().GetAccessMode().GetMode().String(), single)
-		}
-	case *csi.NodeStageVolumeRequest:
-		if ref := nodeCap(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER); singleNodeMode(r.GetVolumeCapability()) && caps.lacks(ref.kind, ref.cap) {
-			invalid("volume_capability.access_mode "+r.GetVolumeCapability().GetAccessMode().GetMode().String(), ref)
-		}
-	case *csi.NodePublishVolumeRequest:
-		if ref := nodeCap(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER); singleNodeMode(r.GetVolumeCapability()) && caps.lacks(ref.kind, ref.cap) {
-			invalid("volume_capability.access_mode "+r.GetVolumeCapability().GetAccessMode().GetMode().String(), ref)
-		}
-		stage := nodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	}),
+	"/csi.v1.Controller/GetCapacity": gateOf(func(g *gateCheck, r *csi.GetCapacityRequest) {
+		g.invalid(r.GetAccessibleTopology() != nil, "accessible_topology", volumeTopology)
+	}),
+	"/csi.v1.Controller/CreateSnapshot": gateOf(func(g *gateCheck, r *csi.CreateSnapshotRequest) {
+		g.invalid(hasTopologyRequirement(r.GetAccessibilityRequirements()), "accessibility_requirements", snapshotTopology)
+	}),
+	"/csi.v1.Controller/ControllerPublishVolume": gateOf(func(g *gateCheck, r *csi.ControllerPublishVolumeRequest) {
+		g.invalid(r.GetReadonly(), "readonly", ControllerCap(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY))
+		g.singleNodeMode("volume_capability", r.GetVolumeCapability(), controllerSingle)
+	}),
+	"/csi.v1.Node/NodeStageVolume": gateOf(func(g *gateCheck, r *csi.NodeStageVolumeRequest) {
+		g.singleNodeMode("volume_capability", r.GetVolumeCapability(), nodeSingle)
+	}),
+	"/csi.v1.Node/NodePublishVolume": gateOf(func(g *gateCheck, r *csi.NodePublishVolumeRequest) {
+		g.singleNodeMode("volume_capability", r.GetVolumeCapability(), nodeSingle)
 		if r.GetStagingTargetPath() == "" {
-			if has, _ := caps.has(stage.kind, stage.cap); has {
-				out = append(out, violation{codes.FailedPrecondition, fmt.Sprintf(
+			if has, _ := g.caps.has(nodeStage.Kind, nodeStage.Cap); has {
+				g.out = append(g.out, Violation{codes.FailedPrecondition, fmt.Sprintf(
 					"staging_target_path is required: backend %q advertises the %s; call NodeStageVolume first and pass its staging_target_path",
-					caps.backend, stage)})
+					g.caps.backend, nodeStage)})
 			}
 		}
+	}),
+}
+
+// gateRequest checks the rules of a request that depend on what the backend advertises.
+func gateRequest(method string, req proto.Message, caps backendCaps) []Violation {
+	gate := requestGates[method]
+	if gate == nil {
+		return nil
 	}
-	return out
+	g := gateCheck{caps: caps}
+	gate(&g, req)
+	return g.out
 }
 
 // singleNodeMode reports whether vc asks for SINGLE_NODE_SINGLE_WRITER or

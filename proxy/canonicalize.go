@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // maxMessageBytes bounds the message of every status the gateway returns.
@@ -22,7 +23,7 @@ const maxMessageBytes = 1024
 // When the table says OK (deleting what is already gone), the caller gets an empty response.
 //
 // Methods the gateway does not know are not CSI: their statuses pass through untouched.
-func canonicalize(r *Redactor) Middleware {
+func canonicalize(r *redact.Redactor) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)

@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
 )
 
 // Defaults of the capability cache.
@@ -26,78 +26,16 @@ const (
 	capabilityTimeout = 5 * time.Second
 )
 
-// capKind is one of the capability sets a CSI plugin advertises.
-type capKind uint8
-
-const (
-	pluginCaps     capKind = iota // Identity/GetPluginCapabilities: services
-	controllerCaps                // Controller/ControllerGetCapabilities
-	nodeCaps                      // Node/NodeGetCapabilities
-	groupCaps                     // GroupController/GroupControllerGetCapabilities
-)
-
-// capRPC is how one kind of set is fetched and read.
-type capRPC struct {
-	method string
-	name   string // for messages: "controller capability"
-	newMsg func() proto.Message
-	read   func(proto.Message) capSet
-}
-
-var capRPCs = [...]capRPC{
-	pluginCaps: {"/csi.v1.Identity/GetPluginCapabilities", "plugin capability",
-		func() proto.Message { return &csi.GetPluginCapabilitiesResponse{} },
-		func(m proto.Message) capSet {
-			s := capSet{}
-			for _, c := range m.(*csi.GetPluginCapabilitiesResponse).GetCapabilities() {
-				if svc := c.GetService(); svc != nil {
-					s[int32(svc.GetType())] = true
-				}
-			}
-			return s
-		}},
-	controllerCaps: {"/csi.v1.Controller/ControllerGetCapabilities", "controller capability",
-		func() proto.Message { return &csi.ControllerGetCapabilitiesResponse{} },
-		func(m proto.Message) capSet {
-			s := capSet{}
-			for _, c := range m.(*csi.ControllerGetCapabilitiesResponse).GetCapabilities() {
-				s[int32(c.GetRpc().GetType())] = true
-			}
-			return s
-		}},
-	nodeCaps: {"/csi.v1.Node/NodeGetCapabilities", "node capability",
-		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} },
-		func(m proto.Message) capSet {
-			s := capSet{}
-			for _, c := range m.(*csi.NodeGetCapabilitiesResponse).GetCapabilities() {
-				s[int32(c.GetRpc().GetType())] = true
-			}
-			return s
-		}},
-	groupCaps: {"/csi.v1.GroupController/GroupControllerGetCapabilities", "group controller capability",
-		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} },
-		func(m proto.Message) capSet {
-			s := capSet{}
-			for _, c := range m.(*csi.GroupControllerGetCapabilitiesResponse).GetCapabilities() {
-				s[int32(c.GetRpc().GetType())] = true
-			}
-			return s
-		}},
-}
-
-// capSet is one advertised set, by enum number.
-type capSet map[int32]bool
-
 type capKey struct {
 	backend string
-	kind    capKind
+	kind    csispec.CapKind
 }
 
 // capEntry is what the cache knows of one set of one backend.
 type capEntry struct {
-	set      capSet    // nil until a fetch succeeded
-	fetched  time.Time // when set was fetched
-	failed   time.Time // when the last fetch failed
+	set      csispec.CapSet // nil until a fetch succeeded
+	fetched  time.Time      // when set was fetched
+	failed   time.Time      // when the last fetch failed
 	inflight chan struct{}
 }
 
@@ -127,7 +65,7 @@ func newCapabilityCache(bes map[string]backends.Backend, log *slog.Logger, refre
 // get returns the set of kind advertised by backend, fetching it when it is missing or older
 // than the refresh interval (or, with force, older than the retry interval); ok is false when
 // the set is unknown.
-func (c *capabilityCache) get(ctx context.Context, backend string, kind capKind, force bool) (capSet, bool) {
+func (c *capabilityCache) get(ctx context.Context, backend string, kind csispec.CapKind, force bool) (csispec.CapSet, bool) {
 	key := capKey{backend, kind}
 	for {
 		c.mu.Lock()
@@ -172,7 +110,7 @@ func (c *capabilityCache) get(ctx context.Context, backend string, kind capKind,
 		case ctx.Err() == nil: // the caller leaving is no fault of the backend's
 			e.failed = c.now()
 			c.log.LogAttrs(ctx, slog.LevelWarn, "capabilities unknown; calls are not gated by them",
-				slog.String("backend", backend), slog.String("method", capRPCs[kind].method), slog.String("error", err.Error()))
+				slog.String("backend", backend), slog.String("method", kind.Method()), slog.String("error", err.Error()))
 		}
 		set = e.set
 		c.mu.Unlock()
@@ -182,7 +120,7 @@ func (c *capabilityCache) get(ctx context.Context, backend string, kind capKind,
 
 // fetch asks backend for one capability set. The fetch counts no attempt against the call
 // that needed it.
-func (c *capabilityCache) fetch(ctx context.Context, backend string, kind capKind) (capSet, error) {
+func (c *capabilityCache) fetch(ctx context.Context, backend string, kind csispec.CapKind) (csispec.CapSet, error) {
 	be := c.backends[backend]
 	if be == nil {
 		return nil, backends.Errorf(backends.ClassInternal, "no backend named %q", backend)
@@ -190,36 +128,29 @@ func (c *capabilityCache) fetch(ctx context.Context, backend string, kind capKin
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	ctx, _ = backends.WithCallInfo(ctx)
-	rpc := capRPCs[kind]
-	raw, err := be.Unary(ctx, rpc.method, []byte{})
+	raw, err := be.Unary(ctx, kind.Method(), []byte{})
 	if err != nil {
 		return nil, err
 	}
-	m := rpc.newMsg()
-	if err := proto.Unmarshal(raw, m); err != nil {
-		return nil, err
-	}
-	return rpc.read(m), nil
+	return kind.Decode(raw)
 }
 
 // learn stores the set a caller's own capability call just received from backend, so the
 // cache is as fresh as what the caller knows.
 func (c *capabilityCache) learn(backend, method string, resp proto.Message) {
-	for kind, rpc := range capRPCs {
-		if rpc.method != method {
-			continue
-		}
-		set := rpc.read(resp)
-		c.mu.Lock()
-		e := c.entries[capKey{backend, capKind(kind)}]
-		if e == nil {
-			e = &capEntry{}
-			c.entries[capKey{backend, capKind(kind)}] = e
-		}
-		e.set, e.fetched = set, c.now()
-		c.mu.Unlock()
+	kind, ok := csispec.CapKindOf(method)
+	if !ok {
 		return
 	}
+	set := kind.Read(resp)
+	c.mu.Lock()
+	e := c.entries[capKey{backend, kind}]
+	if e == nil {
+		e = &capEntry{}
+		c.entries[capKey{backend, kind}] = e
+	}
+	e.set, e.fetched = set, c.now()
+	c.mu.Unlock()
 }
 
 // view is the capability cache seen by one call routed to backend ("" when unrouted: every
@@ -234,10 +165,10 @@ type capView struct {
 	backend string
 }
 
-// has reports whether the backend advertises capability cap of kind; known is false when the
+// Has reports whether the backend advertises capability cap of kind; known is false when the
 // set could not be fetched (then the caller does not gate). A capability the cached set lacks
 // makes the cache ask again when the set is older than the retry interval.
-func (v capView) has(kind capKind, cap int32) (has, known bool) {
+func (v capView) Has(kind csispec.CapKind, cap int32) (has, known bool) {
 	if v.backend == "" {
 		return false, false
 	}
@@ -250,10 +181,4 @@ func (v capView) has(kind capKind, cap int32) (has, known bool) {
 	}
 	set, ok = v.c.get(v.ctx, v.backend, kind, true)
 	return set[cap], ok
-}
-
-// lacks reports whether the backend is known not to advertise cap.
-func (v capView) lacks(kind capKind, cap int32) bool {
-	has, known := v.has(kind, cap)
-	return known && !has
 }

@@ -13,35 +13,26 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
-// capClock is a clock the capability tests move by hand.
-type capClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *capClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *capClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // capCacheHarness is a capability cache over one fake backend "fake", on a hand clock.
-func capCacheHarness(caps *fakeCaps, log *slog.Logger) (*capabilityCache, *capClock) {
-	clock := &capClock{t: time.Unix(1700000000, 0)}
+func capCacheHarness(caps *fakeCaps, log *slog.Logger) (*capabilityCache, *testutil.Clock) {
+	clock := testutil.NewClock()
 	c := newCapabilityCache(map[string]backends.Backend{"fake": validationFake(caps, nil)}, log, time.Minute)
-	c.now = clock.now
+	c.now = clock.Now
 	return c, clock
 }
 
-var valListVolumes = ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)
+var valListVolumes = csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)
+
+// lacks reports whether view knows that its backend does not advertise ref.
+func lacks(view capView, ref csispec.CapRef) bool {
+	has, known := view.Has(ref.Kind, ref.Cap)
+	return known && !has
+}
 
 // TestCapabilityCacheRefresh: a set is fetched once and used until the refresh interval has
 // passed.
@@ -50,20 +41,20 @@ func TestCapabilityCacheRefresh(t *testing.T) {
 	c, clock := capCacheHarness(caps, slog.New(slog.DiscardHandler))
 	view := c.view(context.Background(), "fake")
 	for range 3 {
-		if has, known := view.has(valListVolumes.kind, valListVolumes.cap); !has || !known {
+		if has, known := view.Has(valListVolumes.Kind, valListVolumes.Cap); !has || !known {
 			t.Fatalf("has = %v, %v", has, known)
 		}
 	}
 	if n := caps.fetchCount(); n != 1 {
 		t.Errorf("%d fetches, want 1", n)
 	}
-	clock.advance(59 * time.Second)
-	view.has(valListVolumes.kind, valListVolumes.cap)
+	clock.Advance(59 * time.Second)
+	view.Has(valListVolumes.Kind, valListVolumes.Cap)
 	if n := caps.fetchCount(); n != 1 {
 		t.Errorf("%d fetches before the minute is up, want 1", n)
 	}
-	clock.advance(time.Second)
-	view.has(valListVolumes.kind, valListVolumes.cap)
+	clock.Advance(time.Second)
+	view.Has(valListVolumes.Kind, valListVolumes.Cap)
 	if n := caps.fetchCount(); n != 2 {
 		t.Errorf("%d fetches after a minute, want 2", n)
 	}
@@ -76,19 +67,19 @@ func TestCapabilityCacheRefetchesOnMiss(t *testing.T) {
 	caps := valAllCaps().without(valListVolumes)
 	c, clock := capCacheHarness(caps, slog.New(slog.DiscardHandler))
 	view := c.view(context.Background(), "fake")
-	if !view.lacks(valListVolumes.kind, valListVolumes.cap) {
+	if !lacks(view, valListVolumes) {
 		t.Fatal("LIST_VOLUMES is not missing")
 	}
-	clock.advance(time.Second)
-	view.lacks(valListVolumes.kind, valListVolumes.cap)
+	clock.Advance(time.Second)
+	lacks(view, valListVolumes)
 	if n := caps.fetchCount(); n != 1 {
 		t.Errorf("%d fetches for misses within %v, want 1", n, capabilityRetry)
 	}
 	caps.mu.Lock()
-	caps.controller = append(caps.controller, valListVolumes.cap)
+	caps.controller = append(caps.controller, valListVolumes.Cap)
 	caps.mu.Unlock()
-	clock.advance(capabilityRetry)
-	if has, known := view.has(valListVolumes.kind, valListVolumes.cap); !has || !known {
+	clock.Advance(capabilityRetry)
+	if has, known := view.Has(valListVolumes.Kind, valListVolumes.Cap); !has || !known {
 		t.Errorf("after the backend gained LIST_VOLUMES: has = %v, %v", has, known)
 	}
 	if n := caps.fetchCount(); n != 2 {
@@ -107,7 +98,7 @@ func TestCapabilityCacheFailsOpen(t *testing.T) {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
 	bes := map[string]backends.Backend{"fake": fake}
 	logger := slog.New(slog.NewJSONHandler(&log, nil))
-	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, logger), canonicalize(NewRedactor()))
+	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, logger), canonicalize(redact.NewRedactor()))
 
 	for range 2 {
 		if err, _ := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
@@ -130,14 +121,14 @@ func TestCapabilityCacheFailsOpen(t *testing.T) {
 	caps = valAllCaps().without(valListVolumes)
 	c, clock := capCacheHarness(caps, slog.New(slog.DiscardHandler))
 	view := c.view(context.Background(), "fake")
-	if !view.lacks(valListVolumes.kind, valListVolumes.cap) {
+	if !lacks(view, valListVolumes) {
 		t.Fatal("LIST_VOLUMES is not missing")
 	}
 	caps.mu.Lock()
 	caps.err = errors.New("down")
 	caps.mu.Unlock()
-	clock.advance(2 * time.Minute)
-	if !view.lacks(valListVolumes.kind, valListVolumes.cap) {
+	clock.Advance(2 * time.Minute)
+	if !lacks(view, valListVolumes) {
 		t.Error("the set fetched before was dropped when its refresh failed")
 	}
 }
@@ -156,10 +147,10 @@ func TestCapabilityCacheCallerGone(t *testing.T) {
 	c := newCapabilityCache(map[string]backends.Backend{"fake": fake}, slog.New(slog.DiscardHandler), time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, known := c.view(ctx, "fake").has(valListVolumes.kind, valListVolumes.cap); known {
+	if _, known := c.view(ctx, "fake").Has(valListVolumes.Kind, valListVolumes.Cap); known {
 		t.Fatal("the set is known after a fetch on a cancelled context")
 	}
-	if has, known := c.view(context.Background(), "fake").has(valListVolumes.kind, valListVolumes.cap); !has || !known {
+	if has, known := c.view(context.Background(), "fake").Has(valListVolumes.Kind, valListVolumes.Cap); !has || !known {
 		t.Errorf("next caller: has = %v, %v; want the set fetched", has, known)
 	}
 }
@@ -178,7 +169,7 @@ func TestCapabilityCacheSharesFetch(t *testing.T) {
 	results := make(chan bool, 20)
 	for range 20 {
 		wg.Go(func() {
-			has, known := c.view(context.Background(), "fake").has(valListVolumes.kind, valListVolumes.cap)
+			has, known := c.view(context.Background(), "fake").Has(valListVolumes.Kind, valListVolumes.Cap)
 			results <- has && known
 		})
 	}
@@ -218,7 +209,7 @@ func TestCapabilityUnroutedMethod(t *testing.T) {
 	routes := routeTable{{Methods: []string{"/csi.v1.Node/*"}, Backend: "fake"}}
 	caps := valAllCaps()
 	bes := map[string]backends.Backend{"fake": validationFake(caps, nil)}
-	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)), canonicalize(NewRedactor()))
+	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)), canonicalize(redact.NewRedactor()))
 	err, _ := runValidated(t, h, "/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "v"})
 	checkRefusal(t, err, codes.Unimplemented, "no route for /csi.v1.Controller/DeleteVolume")
 	if n := caps.fetchCount(); n != 0 {

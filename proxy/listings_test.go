@@ -19,13 +19,14 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // listingHandler is the end of the chain as the server composes it, canonicalize, the
 // listing guard and dispatch, in front of fake.
 func listingHandler(fake backends.Backend) Handler {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
-	return chain(dispatch(routes, map[string]backends.Backend{"fake": fake}), canonicalize(NewRedactor()), guardListings())
+	return chain(dispatch(routes, map[string]backends.Backend{"fake": fake}), canonicalize(redact.NewRedactor()), guardListings())
 }
 
 // TestPageTokensOf: exactly the four paged List methods have page tokens.

@@ -17,6 +17,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 
 	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // Options configure a Server. Backends are built by the caller and owned by it.
@@ -84,7 +85,7 @@ type Server struct {
 	opts     Options
 	methods  methodTable
 	routes   routeTable
-	redactor *Redactor
+	redactor *redact.Redactor
 
 	mu      sync.Mutex
 	servers []listenerServer
@@ -107,7 +108,7 @@ func NewServer(o Options) (*Server, error) {
 		opts:     o,
 		methods:  newMethodTable(),
 		routes:   routes,
-		redactor: NewRedactor(WithSafeContextKeys(o.SafeContextKeys...)),
+		redactor: redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
 	}, nil
 }
 

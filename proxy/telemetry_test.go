@@ -39,6 +39,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/backends/rest/connect"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
+	"github.com/csi-gateway/csi-gateway/redact"
 	"github.com/csi-gateway/csi-gateway/tracing"
 )
 
@@ -507,7 +508,7 @@ func testTracesCarryNoSecrets(t *testing.T, tr Transport) {
 		bad := serverCreateVolumeRequest("pvc-echo")
 		bad.Secrets = map[string]string{"password": traceCanary}
 		_, err := client.CreateVolume(serverCallCtx(t), bad)
-		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "the password "+ScrubbedValue+" is wrong") {
+		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "the password "+redact.ScrubbedValue+" is wrong") {
 			t.Errorf("%s: failing call = %v, want Internal with the password scrubbed", kind, err)
 		}
 	}
@@ -523,19 +524,19 @@ func testTracesCarryNoSecrets(t *testing.T, tr Transport) {
 				t.Errorf("%s span %q carries the secret: %q", s.SpanKind(), s.Name(), text)
 			}
 		}
-		if v, ok := spanAttrs(s)["csi.name"]; ok && strings.HasPrefix(v.AsString(), "pvc-"+ScrubbedValue) {
+		if v, ok := spanAttrs(s)["csi.name"]; ok && strings.HasPrefix(v.AsString(), "pvc-"+redact.ScrubbedValue) {
 			named++
 		}
 		if s.SpanKind() == trace.SpanKindServer && s.Status().Code == otelcodes.Error {
 			failed++
-			if !strings.Contains(s.Status().Description, "the password "+ScrubbedValue+" is wrong") {
+			if !strings.Contains(s.Status().Description, "the password "+redact.ScrubbedValue+" is wrong") {
 				t.Errorf("server span status %q, want the scrubbed message", s.Status().Description)
 			}
 			checkAttrs(t, s, map[string]any{"rpc.grpc.status_code": int(codes.Internal)})
 		}
 	}
 	if named != 2 {
-		t.Errorf("%d server spans with csi.name pvc-%s, want 2:\n%s", named, ScrubbedValue, describeSpans(spans))
+		t.Errorf("%d server spans with csi.name pvc-%s, want 2:\n%s", named, redact.ScrubbedValue, describeSpans(spans))
 	}
 	if failed != 2 {
 		t.Errorf("%d failed server spans, want 2:\n%s", failed, describeSpans(spans))

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/csi-gateway/csi-gateway/csispec"
 )
 
 // responseCase is one answer rule: the backend answers req with resp, and the caller gets
@@ -67,7 +69,7 @@ func responseRuleCases() []responseCase {
 		ni = "/csi.v1.Node/NodeGetInfo"
 	)
 	long := strings.Repeat("x", 129)
-	noTopology := valAllCaps().without(pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS))
+	noTopology := valAllCaps().without(csispec.PluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS))
 	return []responseCase{
 		{name: "CreateVolume valid", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}},
 		{name: "CreateVolume empty answer", method: cv, resp: &csi.CreateVolumeResponse{}, code: codes.Unavailable,
@@ -171,7 +173,7 @@ func responseRuleCases() []responseCase {
 		{name: "ListVolumes entry without status", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil)}}},
 			code: codes.Internal, fragment: "entries[0].status is required: the backend advertises the controller capability LIST_VOLUMES_PUBLISHED_NODES"},
 		{name: "ListVolumes entry without status, no published nodes", method: lv,
-			caps: valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)),
+			caps: valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)),
 			resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil)}}}},
 		{name: "ListVolumes published node id too long", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil),
 			Status: &csi.ListVolumesResponse_VolumeStatus{PublishedNodeIds: []string{"n1", strings.Repeat("n", 257)}}}}},

@@ -1,4 +1,4 @@
-package proxy
+package redact
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // FuzzRedact decodes arbitrary bytes into a CreateVolumeRequest or NodeStageVolumeRequest,
@@ -18,13 +20,13 @@ import (
 // maps), and checks that no rendering of the redacted copy contains it, that the input is
 // unchanged and that SecretValues reports it.
 func FuzzRedact(f *testing.F) {
-	f.Add(uint8(0), mustMarshal(f, &csi.CreateVolumeRequest{
+	f.Add(uint8(0), testutil.MustMarshal(f, &csi.CreateVolumeRequest{
 		Name:               "pvc-1",
 		VolumeCapabilities: []*csi.VolumeCapability{mountCap("noatime"), blockCap()},
 		Parameters:         map[string]string{"type": "ssd"},
 		Secrets:            map[string]string{"user": "admin"},
 	}))
-	f.Add(uint8(0xff), mustMarshal(f, &csi.NodeStageVolumeRequest{
+	f.Add(uint8(0xff), testutil.MustMarshal(f, &csi.NodeStageVolumeRequest{
 		VolumeId:          "vol-1",
 		StagingTargetPath: "/staging",
 		VolumeCapability:  mountCap("discard"),

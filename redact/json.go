@@ -1,4 +1,4 @@
-package proxy
+package redact
 
 import (
 	"encoding/base64"
@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // JSON returns m as one line of JSON with every secret value replaced as Redact replaces it,
@@ -53,23 +55,23 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, gv reflect.Va
 	var sv reflect.Value
 	var byStruct bool
 	if gv.IsValid() {
-		sv, byStruct = p.gs.ofGo(gv)
+		sv, byStruct = p.gs.OfGo(gv)
 	} else {
-		sv, byStruct = p.gs.of(m)
+		sv, byStruct = p.gs.Of(m)
 	}
 	b = append(b, '{')
 	first := true
 	for i, fd := range p.fields {
-		var f goField // goReflect unless m is read by its struct
+		var f protoread.Field // ByReflect unless m is read by its struct
 		var fv reflect.Value
 		if byStruct {
-			f = p.gs.fields[i]
+			f = p.gs.Field(i)
 		}
-		if f.kind == goReflect {
+		if f.Kind == protoread.ByReflect {
 			if !m.Has(fd) {
 				continue
 			}
-		} else if fv = sv.Field(f.index); !goSet(fv) {
+		} else if fv = sv.Field(f.Index); !protoread.IsSet(fv) {
 			continue
 		}
 		step := p.byIndex[i]
@@ -81,13 +83,13 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, gv reflect.Va
 		}
 		first = false
 		b = append(b, p.jsonKeys[i]...)
-		switch f.kind {
-		case goReflect:
+		switch f.Kind {
+		case protoread.ByReflect:
 			b = r.appendField(b, fd, m.Get(fd), step)
-		case goScalar:
-			b = r.appendField(b, fd, goScalarValue(fd, fv), step)
+		case protoread.ScalarKind:
+			b = r.appendField(b, fd, protoread.ScalarValue(fd, fv), step)
 		default:
-			b = r.appendGoField(b, f.kind, fv, step)
+			b = r.appendGoField(b, f.Kind, fv, step)
 		}
 	}
 	return append(b, '}')
@@ -96,12 +98,12 @@ func (r *Redactor) appendMessage(b []byte, m protoreflect.Message, gv reflect.Va
 // appendGoField appends the populated field fv of a Go struct, read as kind says, redacted by
 // step. A message field always has a step (redactDescend: step.next is the plan of what it
 // holds), as a secret one is left out.
-func (r *Redactor) appendGoField(b []byte, kind goKind, fv reflect.Value, step *redactStep) []byte {
+func (r *Redactor) appendGoField(b []byte, kind protoread.Kind, fv reflect.Value, step *redactStep) []byte {
 	switch kind {
-	case goStringMap:
+	case protoread.StringMapKind:
 		return r.appendStringMap(b, fv.Interface().(map[string]string), step)
-	case goMessage:
-		return r.appendMessage(b, goMessageAt(fv), fv, step.next)
+	case protoread.MessageKind:
+		return r.appendMessage(b, protoread.MessageAt(fv), fv, step.next)
 	}
 	b = append(b, '[')
 	for i := range fv.Len() {
@@ -109,9 +111,9 @@ func (r *Redactor) appendGoField(b []byte, kind goKind, fv reflect.Value, step *
 			b = append(b, ',')
 		}
 		switch {
-		case kind == goMessages:
+		case kind == protoread.MessagesKind:
 			ev := fv.Index(i)
-			b = r.appendMessage(b, goMessageAt(ev), ev, step.next)
+			b = r.appendMessage(b, protoread.MessageAt(ev), ev, step.next)
 		case step != nil && step.act == redactAll:
 			b = append(b, redactedJSON...)
 		default:

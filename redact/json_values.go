@@ -1,4 +1,4 @@
-package proxy
+package redact
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package proxy
+package redact
 
 import (
 	"maps"
@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // redactAction is what a plan does to one field.
@@ -35,7 +36,7 @@ type redactPlan struct {
 	fields  []protoreflect.FieldDescriptor // by field index
 	byIndex []*redactStep                  // by field index: the field's step, nil for a field taken as it is
 	// gs lets Redactor.JSON and SecretValues read fields from the generated struct.
-	gs goStruct
+	gs protoread.Struct
 	// jsonKeys, by field index, is how Redactor.JSON opens each field: its JSON name as a
 	// JSON string, and a colon.
 	jsonKeys []string
@@ -110,7 +111,7 @@ func (r *Redactor) compile(root protoreflect.MessageDescriptor, store bool) *red
 		for i := range p.steps {
 			p.byIndex[p.steps[i].fd.Index()] = &p.steps[i]
 		}
-		p.gs = newGoStruct(p.md)
+		p.gs = protoread.NewStruct(p.md)
 		p.wellKnown = p.md.ParentFile() != nil && p.md.ParentFile().Package() == "google.protobuf"
 	}
 	for changed := true; changed; {

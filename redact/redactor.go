@@ -1,4 +1,4 @@
-package proxy
+package redact
 
 import (
 	"slices"
@@ -7,13 +7,15 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // RedactedValue replaces every secret value in the copies returned by Redactor.Redact.
 const RedactedValue = "***stripped***"
 
-// RedactOption configures a Redactor built by NewRedactor.
-type RedactOption func(*redactConfig)
+// Option configures a Redactor built by NewRedactor.
+type Option func(*redactConfig)
 
 type redactConfig struct {
 	// secretFields are secret although no option marks them, by full field name.
@@ -29,7 +31,7 @@ type redactConfig struct {
 // exactly (case-sensitive). The default is none: every context value is treated as secret,
 // because drivers put CHAP passwords and tokens there (Kubernetes puts service account tokens
 // under "csi.storage.k8s.io/serviceAccount.tokens").
-func WithSafeContextKeys(keys ...string) RedactOption {
+func WithSafeContextKeys(keys ...string) Option {
 	return func(c *redactConfig) {
 		for _, k := range keys {
 			c.safeContextKeys[k] = true
@@ -40,7 +42,7 @@ func WithSafeContextKeys(keys ...string) RedactOption {
 // WithSecretFields marks more fields as secret by full name, e.g.
 // "csi.v0.CreateVolumeRequest.controller_create_secrets" for protos that carry secrets without
 // an option marker. It adds to the built-in list; it cannot unmark a field.
-func WithSecretFields(names ...protoreflect.FullName) RedactOption {
+func WithSecretFields(names ...protoreflect.FullName) Option {
 	return func(c *redactConfig) {
 		for _, n := range names {
 			c.secretFields[n] = true
@@ -67,7 +69,7 @@ type Redactor struct {
 }
 
 // NewRedactor returns a Redactor with the built-in sensitive fields and the given options.
-func NewRedactor(opts ...RedactOption) *Redactor {
+func NewRedactor(opts ...Option) *Redactor {
 	cfg := redactConfig{
 		secretFields: map[protoreflect.FullName]bool{
 			// "mount_flags MAY contain sensitive information" (spec §CreateVolume), unmarked.
@@ -242,8 +244,8 @@ func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string)
 		}
 		switch s.act {
 		case redactAll:
-			if isStringMap(s.fd) { // read from the struct: no protoreflect map to build
-				for _, mv := range p.gs.stringMap(m, s.fd) {
+			if protoread.IsStringMap(s.fd) { // read from the struct: no protoreflect map to build
+				for _, mv := range p.gs.StringMap(m, s.fd) {
 					appendText(out, s.fd.MapValue(), protoreflect.ValueOfString(mv))
 				}
 				continue
@@ -262,7 +264,7 @@ func (r *Redactor) collect(m protoreflect.Message, p *redactPlan, out *[]string)
 				appendText(out, s.fd, v)
 			}
 		case redactContext:
-			for k, v := range p.gs.stringMap(m, s.fd) {
+			for k, v := range p.gs.StringMap(m, s.fd) {
 				// Short context values ("true", "ext4", a zone) are ordinary words: scrubbing
 				// them from every message would garble logs and errors. They are still
 				// redacted by schema; only long, secret-like values are also scrubbed.

@@ -1,4 +1,4 @@
-package proxy
+package redact
 
 import (
 	"fmt"
@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 const canary = "CANARY-7f3a9c-SECRET"
@@ -291,7 +292,7 @@ func TestRedactRequests(t *testing.T) {
 func TestRedactExact(t *testing.T) {
 	tests := []struct {
 		name       string
-		opts       []RedactOption
+		opts       []Option
 		in         proto.Message
 		want       proto.Message
 		wantValues []string
@@ -321,7 +322,7 @@ func TestRedactExact(t *testing.T) {
 		},
 		{
 			name: "context values redacted unless safe",
-			opts: []RedactOption{WithSafeContextKeys("lun", "csi.storage.k8s.io/pod.name")},
+			opts: []Option{WithSafeContextKeys("lun", "csi.storage.k8s.io/pod.name")},
 			in: &csi.NodeStageVolumeRequest{
 				VolumeId:       "vol-1",
 				PublishContext: map[string]string{"lun": "3", "chap-password": canary},
@@ -389,7 +390,7 @@ func TestRedactExact(t *testing.T) {
 		},
 		{
 			name:       "extra secret field by name",
-			opts:       []RedactOption{WithSecretFields("csi.v1.CreateVolumeRequest.parameters")},
+			opts:       []Option{WithSecretFields("csi.v1.CreateVolumeRequest.parameters")},
 			in:         &csi.CreateVolumeRequest{Name: "pvc-1", Parameters: map[string]string{"pw": canary}},
 			want:       &csi.CreateVolumeRequest{Name: "pvc-1", Parameters: map[string]string{"pw": RedactedValue}},
 			wantValues: []string{canary},
@@ -486,7 +487,7 @@ func TestRedactNil(t *testing.T) {
 func TestRedactDynamicMessage(t *testing.T) {
 	md := (&csi.NodeStageVolumeRequest{}).ProtoReflect().Descriptor()
 	m := dynamicpb.NewMessage(md)
-	if err := proto.Unmarshal(mustMarshal(t, &csi.NodeStageVolumeRequest{
+	if err := proto.Unmarshal(testutil.MustMarshal(t, &csi.NodeStageVolumeRequest{
 		VolumeId: "vol-1", VolumeCapability: mountCap(canary), Secrets: canarySecrets(), VolumeContext: map[string]string{"k": canary},
 	}), m); err != nil {
 		t.Fatal(err)
@@ -496,15 +497,6 @@ func TestRedactDynamicMessage(t *testing.T) {
 	if got := r.SecretValues(m); !slices.Equal(got, []string{canary, "admin"}) {
 		t.Errorf("SecretValues = %q", got)
 	}
-}
-
-func mustMarshal(t testing.TB, m proto.Message) []byte {
-	t.Helper()
-	b, err := proto.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // unknownOption returns FieldOptions holding option number num = true as unknown bytes, as a

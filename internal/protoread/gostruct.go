@@ -1,4 +1,4 @@
-package proxy
+package protoread
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// goStruct locates, in the generated Go struct of a message type, the fields that
+// Struct locates, in the generated Go struct of a message type, the fields that
 // protoreflect reads slowly, so that the redactor and the validator read them with plain
 // reflect: map<string, string> fields (CSI's parameters, secrets, contexts and topology
 // segments), repeated strings, singular and repeated message fields, and plain scalars.
@@ -19,39 +19,39 @@ import (
 // most of what CSI messages hold. Every other field (oneof members, fields with explicit
 // presence, bytes, maps of other types) is read through protoreflect. The zero value knows no
 // field. Immutable once built.
-type goStruct struct {
+type Struct struct {
 	goType reflect.Type // the generated *T of the message type
-	fields []goField    // by field index
+	fields []Field      // by field index
 }
 
-// goKind is how a field is read.
-type goKind uint8
+// Kind is how a field is read.
+type Kind uint8
 
 const (
-	goReflect   goKind = iota // through protoreflect
-	goStringMap               // map[string]string
-	goStrings                 // []string
-	goMessage                 // *C, C a generated message
-	goMessages                // []*C
-	goScalar                  // a string, bool, number or enum without presence (see goScalarValue)
+	ByReflect     Kind = iota // through protoreflect
+	StringMapKind             // map[string]string
+	StringsKind               // []string
+	MessageKind               // *C, C a generated message
+	MessagesKind              // []*C
+	ScalarKind                // a string, bool, number or enum without presence (see ScalarValue)
 )
 
-// goField is how one field is read, and from which field of the Go struct.
-type goField struct {
-	kind  goKind
-	index int // the struct field, unless goReflect
+// Field is how one field is read, and from which field of the Go struct.
+type Field struct {
+	Kind  Kind
+	Index int // the struct field, unless ByReflect
 }
 
-// newGoStruct finds the generated struct of md; the zero goStruct when md has none in the
+// NewStruct finds the generated struct of md; the zero Struct when md has none in the
 // registry (a dynamic message).
-func newGoStruct(md protoreflect.MessageDescriptor) goStruct {
+func NewStruct(md protoreflect.MessageDescriptor) Struct {
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
 	if err != nil || mt.Descriptor() != md {
-		return goStruct{}
+		return Struct{}
 	}
 	t := reflect.TypeOf(mt.Zero().Interface())
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return goStruct{}
+		return Struct{}
 	}
 	st := t.Elem()
 	byName := map[string]int{}
@@ -63,43 +63,43 @@ func newGoStruct(md protoreflect.MessageDescriptor) goStruct {
 		}
 	}
 	fields := md.Fields()
-	s := goStruct{goType: t, fields: make([]goField, fields.Len())}
+	s := Struct{goType: t, fields: make([]Field, fields.Len())}
 	for i := range fields.Len() {
 		fd := fields.Get(i)
 		if j, ok := byName[string(fd.Name())]; ok {
-			s.fields[i] = goField{kind: goKindOf(fd, st.Field(j).Type), index: j}
+			s.fields[i] = Field{Kind: kindOf(fd, st.Field(j).Type), Index: j}
 		}
 	}
 	return s
 }
 
-// goKindOf returns how fd, held in a struct field of Go type t, is read: goReflect unless t is
+// kindOf returns how fd, held in a struct field of Go type t, is read: ByReflect unless t is
 // the type generated code gives fd. A oneof's members (proto3 optional fields included) live
 // behind an interface or a pointer: protoreflect reads them.
-func goKindOf(fd protoreflect.FieldDescriptor, t reflect.Type) goKind {
+func kindOf(fd protoreflect.FieldDescriptor, t reflect.Type) Kind {
 	message := fd.Kind() == protoreflect.MessageKind
 	switch {
 	case fd.ContainingOneof() != nil:
 	case fd.IsMap():
-		if isStringMap(fd) && t == reflect.TypeFor[map[string]string]() {
-			return goStringMap
+		if IsStringMap(fd) && t == reflect.TypeFor[map[string]string]() {
+			return StringMapKind
 		}
 	case fd.IsList() && message:
 		if t.Kind() == reflect.Slice && isGoMessage(t.Elem()) {
-			return goMessages
+			return MessagesKind
 		}
 	case fd.IsList():
 		if fd.Kind() == protoreflect.StringKind && t == reflect.TypeFor[[]string]() {
-			return goStrings
+			return StringsKind
 		}
 	case message:
 		if isGoMessage(t) {
-			return goMessage
+			return MessageKind
 		}
 	case !fd.HasPresence() && scalarGoKinds[fd.Kind()] == t.Kind():
-		return goScalar
+		return ScalarKind
 	}
-	return goReflect
+	return ByReflect
 }
 
 // scalarGoKinds is the Go kind generated code gives a plain scalar field of each kind (bytes,
@@ -113,9 +113,9 @@ var scalarGoKinds = map[protoreflect.Kind]reflect.Kind{
 	protoreflect.FloatKind: reflect.Float32, protoreflect.DoubleKind: reflect.Float64,
 }
 
-// goScalarValue is the value of fv, the struct field of the goScalar field fd, as
+// ScalarValue is the value of fv, the struct field of the ScalarKind field fd, as
 // protoreflect's Get would return it.
-func goScalarValue(fd protoreflect.FieldDescriptor, fv reflect.Value) protoreflect.Value {
+func ScalarValue(fd protoreflect.FieldDescriptor, fv reflect.Value) protoreflect.Value {
 	switch fv.Kind() {
 	case reflect.String:
 		return protoreflect.ValueOfString(fv.String())
@@ -134,7 +134,7 @@ func goScalarValue(fd protoreflect.FieldDescriptor, fv reflect.Value) protorefle
 		return protoreflect.ValueOfUint64(fv.Uint())
 	case reflect.Float32:
 		return protoreflect.ValueOfFloat32(float32(fv.Float()))
-	default: // reflect.Float64, as goKindOf allows no other
+	default: // reflect.Float64, as kindOf allows no other
 		return protoreflect.ValueOfFloat64(fv.Float())
 	}
 }
@@ -144,28 +144,37 @@ func isGoMessage(t reflect.Type) bool {
 	return t.Kind() == reflect.Pointer && t.Implements(reflect.TypeFor[proto.Message]())
 }
 
-// of returns the struct m points to; ok is false, for m to be read through protoreflect, when
+// Field returns how the field of index i (its descriptor's Index) is read: ByReflect when s
+// knows no field.
+func (s *Struct) Field(i int) Field {
+	if s.fields == nil {
+		return Field{}
+	}
+	return s.fields[i]
+}
+
+// Of returns the struct m points to; ok is false, for m to be read through protoreflect, when
 // s knows no field or m is not a non-nil message of s's generated type.
-func (s *goStruct) of(m protoreflect.Message) (v reflect.Value, ok bool) {
+func (s *Struct) Of(m protoreflect.Message) (v reflect.Value, ok bool) {
 	if s.goType == nil {
 		return reflect.Value{}, false
 	}
-	return s.ofGo(reflect.ValueOf(m.Interface()))
+	return s.OfGo(reflect.ValueOf(m.Interface()))
 }
 
-// ofGo is of for a message the caller holds as its Go pointer v (a *T): cheaper than going
+// OfGo is Of for a message the caller holds as its Go pointer v (a *T): cheaper than going
 // through protoreflect's Interface.
-func (s *goStruct) ofGo(v reflect.Value) (reflect.Value, bool) {
+func (s *Struct) OfGo(v reflect.Value) (reflect.Value, bool) {
 	if s.goType == nil || v.Type() != s.goType || v.IsNil() {
 		return reflect.Value{}, false
 	}
 	return v.Elem(), true
 }
 
-// goSet reports whether the struct field v of a goField that is not goReflect is populated,
+// IsSet reports whether the struct field v of a Field that is not ByReflect is populated,
 // as protoreflect's Has would: a message pointer not nil, a list, map or string not empty, a
 // number not zero; a float is set unless all its bits are zero (-0.0 is set).
-func goSet(v reflect.Value) bool {
+func IsSet(v reflect.Value) bool {
 	switch v.Kind() {
 	case reflect.Pointer:
 		return !v.IsNil()
@@ -177,24 +186,24 @@ func goSet(v reflect.Value) bool {
 	return !v.IsZero()
 }
 
-// goMessageAt returns the message held by v, a *C of a goMessage field or element of a
-// goMessages field (nil: an absent message, which reads as empty).
-func goMessageAt(v reflect.Value) protoreflect.Message {
+// MessageAt returns the message held by v, a *C of a MessageKind field or element of a
+// MessagesKind field (nil: an absent message, which reads as empty).
+func MessageAt(v reflect.Value) protoreflect.Message {
 	return v.Interface().(proto.Message).ProtoReflect()
 }
 
-// isStringMap reports whether fd is a map<string, string>.
-func isStringMap(fd protoreflect.FieldDescriptor) bool {
+// IsStringMap reports whether fd is a map<string, string>.
+func IsStringMap(fd protoreflect.FieldDescriptor) bool {
 	return fd.IsMap() && fd.MapKey().Kind() == protoreflect.StringKind && fd.MapValue().Kind() == protoreflect.StringKind
 }
 
-// stringMap returns the entries of the map<string, string> field fd of m: the generated
+// StringMap returns the entries of the map<string, string> field fd of m: the generated
 // struct's own Go map when s knows it (to be read only), else a copy read through
 // protoreflect.
-func (s *goStruct) stringMap(m protoreflect.Message, fd protoreflect.FieldDescriptor) map[string]string {
-	if v, ok := s.of(m); ok {
-		if f := s.fields[fd.Index()]; f.kind == goStringMap {
-			return v.Field(f.index).Interface().(map[string]string)
+func (s *Struct) StringMap(m protoreflect.Message, fd protoreflect.FieldDescriptor) map[string]string {
+	if v, ok := s.Of(m); ok {
+		if f := s.fields[fd.Index()]; f.Kind == StringMapKind {
+			return v.Field(f.Index).Interface().(map[string]string)
 		}
 	}
 	mp := m.Get(fd).Map()

@@ -1,4 +1,4 @@
-package proxy
+package protoread
 
 import (
 	"maps"
@@ -23,7 +23,7 @@ func TestGoStructStringMap(t *testing.T) {
 		VolumeContext: map[string]string{"pool": "gold"},
 	}
 	md := req.ProtoReflect().Descriptor()
-	s := newGoStruct(md)
+	s := NewStruct(md)
 	dyn := dynamicpb.NewMessage(md)
 	raw, err := proto.Marshal(req)
 	if err != nil {
@@ -32,20 +32,20 @@ func TestGoStructStringMap(t *testing.T) {
 	if err := proto.Unmarshal(raw, dyn); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.of(req.ProtoReflect()); !ok {
+	if _, ok := s.Of(req.ProtoReflect()); !ok {
 		t.Error("a generated message not read by its struct")
 	}
-	if _, ok := s.of(dyn); ok {
+	if _, ok := s.Of(dyn); ok {
 		t.Error("a dynamic message read as a generated struct")
 	}
-	if _, ok := s.of((*csi.NodePublishVolumeRequest)(nil).ProtoReflect()); ok {
+	if _, ok := s.Of((*csi.NodePublishVolumeRequest)(nil).ProtoReflect()); ok {
 		t.Error("a nil message read as a generated struct")
 	}
 	for name, want := range map[protoreflect.Name]map[string]string{
 		"secrets": req.Secrets, "volume_context": req.VolumeContext, "publish_context": nil,
 	} {
 		fd := md.Fields().ByName(name)
-		got, dynamic := s.stringMap(req.ProtoReflect(), fd), s.stringMap(dyn, fd)
+		got, dynamic := s.StringMap(req.ProtoReflect(), fd), s.StringMap(dyn, fd)
 		if !maps.Equal(got, want) || !maps.Equal(dynamic, want) {
 			t.Errorf("%s: generated %v, dynamic %v, want %v", name, got, dynamic, want)
 		}
@@ -56,26 +56,26 @@ func TestGoStructStringMap(t *testing.T) {
 func TestGoStructKinds(t *testing.T) {
 	for _, tc := range []struct {
 		md     protoreflect.MessageDescriptor
-		fields map[protoreflect.Name]goKind
+		fields map[protoreflect.Name]Kind
 	}{
-		{(&csi.NodePublishVolumeRequest{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"volume_id": goScalar, "readonly": goScalar, "publish_context": goStringMap,
-			"volume_capability": goMessage,
+		{(&csi.NodePublishVolumeRequest{}).ProtoReflect().Descriptor(), map[protoreflect.Name]Kind{
+			"volume_id": ScalarKind, "readonly": ScalarKind, "publish_context": StringMapKind,
+			"volume_capability": MessageKind,
 		}},
-		{(&csi.VolumeCapability{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"block": goReflect, "mount": goReflect, "access_mode": goMessage, // a oneof's members: protoreflect
+		{(&csi.VolumeCapability{}).ProtoReflect().Descriptor(), map[protoreflect.Name]Kind{
+			"block": ByReflect, "mount": ByReflect, "access_mode": MessageKind, // a oneof's members: protoreflect
 		}},
-		{(&csi.VolumeCapability_MountVolume{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"fs_type": goScalar, "mount_flags": goStrings,
+		{(&csi.VolumeCapability_MountVolume{}).ProtoReflect().Descriptor(), map[protoreflect.Name]Kind{
+			"fs_type": ScalarKind, "mount_flags": StringsKind,
 		}},
-		{(&csi.ListVolumesResponse{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{"entries": goMessages}},
-		{(&descriptorpb.FieldDescriptorProto{}).ProtoReflect().Descriptor(), map[protoreflect.Name]goKind{
-			"name": goReflect, "options": goMessage, // proto2: name has presence, a *string
+		{(&csi.ListVolumesResponse{}).ProtoReflect().Descriptor(), map[protoreflect.Name]Kind{"entries": MessagesKind}},
+		{(&descriptorpb.FieldDescriptorProto{}).ProtoReflect().Descriptor(), map[protoreflect.Name]Kind{
+			"name": ByReflect, "options": MessageKind, // proto2: name has presence, a *string
 		}},
 	} {
-		s := newGoStruct(tc.md)
+		s := NewStruct(tc.md)
 		for name, want := range tc.fields {
-			if got := s.fields[tc.md.Fields().ByName(name).Index()].kind; got != want {
+			if got := s.fields[tc.md.Fields().ByName(name).Index()].Kind; got != want {
 				t.Errorf("%s.%s: kind %d, want %d", tc.md.FullName(), name, got, want)
 			}
 		}
@@ -94,23 +94,23 @@ func TestGoScalarValue(t *testing.T) {
 	} {
 		rm := m.ProtoReflect()
 		md := rm.Descriptor()
-		s := newGoStruct(md)
-		sv, ok := s.of(rm)
+		s := NewStruct(md)
+		sv, ok := s.Of(rm)
 		if !ok {
 			t.Fatalf("%s: not read by its struct", md.FullName())
 		}
 		scalars := 0
 		for i := range md.Fields().Len() {
 			fd, f := md.Fields().Get(i), s.fields[i]
-			if f.kind != goScalar {
+			if f.Kind != ScalarKind {
 				continue
 			}
 			scalars++
-			fv := sv.Field(f.index)
-			if goSet(fv) != rm.Has(fd) {
-				t.Errorf("%s: set %v, protoreflect says %v", fd.FullName(), goSet(fv), rm.Has(fd))
+			fv := sv.Field(f.Index)
+			if IsSet(fv) != rm.Has(fd) {
+				t.Errorf("%s: set %v, protoreflect says %v", fd.FullName(), IsSet(fv), rm.Has(fd))
 			}
-			if got, want := goScalarValue(fd, fv), rm.Get(fd); !got.Equal(want) {
+			if got, want := ScalarValue(fd, fv), rm.Get(fd); !got.Equal(want) {
 				t.Errorf("%s: %v, protoreflect says %v", fd.FullName(), got, want)
 			}
 		}

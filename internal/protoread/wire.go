@@ -1,4 +1,4 @@
-package proxy
+package protoread
 
 import (
 	"unicode/utf8"
@@ -7,20 +7,20 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// wireStrings reads the singular string fields fds of raw, a message's wire bytes, into
+// WireStrings reads the singular string fields fds of raw, a message's wire bytes, into
 // values (values[i] for fds[i]; a nil fds[i] is left out) in one pass, without decoding the
 // rest of the message: the last occurrence of a field wins, as when decoding, and an absent
 // field is "". It reports false when raw is not wire format or a value read is not UTF-8
 // (proto.Unmarshal refuses such a message too). Every non-nil fds[i] must be a singular
 // string field of raw's message type.
-func wireStrings(raw []byte, fds []protoreflect.FieldDescriptor, values []string) bool {
+func WireStrings(raw []byte, fds []protoreflect.FieldDescriptor, values []string) bool {
 	var found [8][]byte // the raw values, for fds of up to 8 fields without allocating
 	vals := found[:0]
 	if len(fds) > len(found) {
 		vals = make([][]byte, 0, len(fds))
 	}
 	vals = vals[:len(fds)]
-	if !wireValues(raw, fds, vals) {
+	if !WireValues(raw, fds, vals) {
 		return false
 	}
 	for i, v := range vals {
@@ -29,9 +29,9 @@ func wireStrings(raw []byte, fds []protoreflect.FieldDescriptor, values []string
 	return true
 }
 
-// wireValues is wireStrings without the strings: vals[i] is the value of fds[i] in raw, a
+// WireValues is WireStrings without the strings: vals[i] is the value of fds[i] in raw, a
 // slice of raw (nil when absent), valid UTF-8.
-func wireValues(raw []byte, fds []protoreflect.FieldDescriptor, vals [][]byte) bool {
+func WireValues(raw []byte, fds []protoreflect.FieldDescriptor, vals [][]byte) bool {
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
@@ -59,27 +59,27 @@ func wireValues(raw []byte, fds []protoreflect.FieldDescriptor, vals [][]byte) b
 	return true
 }
 
-// wireValue returns the value of the singular string field fd in raw as a slice of raw
-// (see wireValues): it allocates nothing.
-func wireValue(raw []byte, fd protoreflect.FieldDescriptor) ([]byte, bool) {
+// WireValue returns the value of the singular string field fd in raw as a slice of raw
+// (see WireValues): it allocates nothing.
+func WireValue(raw []byte, fd protoreflect.FieldDescriptor) ([]byte, bool) {
 	var value [1][]byte
-	if !wireValues(raw, []protoreflect.FieldDescriptor{fd}, value[:]) {
+	if !WireValues(raw, []protoreflect.FieldDescriptor{fd}, value[:]) {
 		return nil, false
 	}
 	return value[0], true
 }
 
-// wireString returns the value of the singular string field fd in raw (see wireValue); it
+// WireString returns the value of the singular string field fd in raw (see WireValue); it
 // returns false when fd is not a singular string field too.
-func wireString(raw []byte, fd protoreflect.FieldDescriptor) (string, bool) {
-	if !isSingularString(fd) {
+func WireString(raw []byte, fd protoreflect.FieldDescriptor) (string, bool) {
+	if !IsSingularString(fd) {
 		return "", false
 	}
-	v, ok := wireValue(raw, fd)
+	v, ok := WireValue(raw, fd)
 	return string(v), ok
 }
 
-// isSingularString reports whether fd is a string field that is not repeated.
-func isSingularString(fd protoreflect.FieldDescriptor) bool {
+// IsSingularString reports whether fd is a string field that is not repeated.
+func IsSingularString(fd protoreflect.FieldDescriptor) bool {
 	return fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList()
 }

@@ -1,4 +1,4 @@
-package proxy
+package protoread
 
 import (
 	"testing"
@@ -36,13 +36,13 @@ func TestWireString(t *testing.T) {
 		{"no such field", full, nil, "", false},
 	}
 	for _, tt := range tests {
-		if got, ok := wireString(tt.raw, tt.fd); got != tt.want || ok != tt.ok {
-			t.Errorf("%s: wireString = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		if got, ok := WireString(tt.raw, tt.fd); got != tt.want || ok != tt.ok {
+			t.Errorf("%s: WireString = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
 }
 
-// FuzzWireString: whenever a request decodes, wireString reads its key fields exactly as
+// FuzzWireString: whenever a request decodes, WireString reads its key fields exactly as
 // decoding does.
 func FuzzWireString(f *testing.F) {
 	for _, m := range []proto.Message{
@@ -60,10 +60,10 @@ func FuzzWireString(f *testing.F) {
 			return
 		}
 		for _, name := range []protoreflect.Name{"volume_id", "target_path", "staging_target_path"} {
-			got, ok := wireString(raw, fields.ByName(name))
+			got, ok := WireString(raw, fields.ByName(name))
 			want := req.ProtoReflect().Get(fields.ByName(name)).String()
 			if !ok || got != want {
-				t.Fatalf("%s: wireString = %q, %v; decoding gives %q", name, got, ok, want)
+				t.Fatalf("%s: WireString = %q, %v; decoding gives %q", name, got, ok, want)
 			}
 		}
 	})

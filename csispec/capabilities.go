@@ -1,0 +1,105 @@
+package csispec
+
+import (
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
+)
+
+// CapKind is one of the capability sets a CSI plugin advertises.
+type CapKind uint8
+
+const (
+	PluginCaps     CapKind = iota // Identity/GetPluginCapabilities: services
+	ControllerCaps                // Controller/ControllerGetCapabilities
+	NodeCaps                      // Node/NodeGetCapabilities
+	GroupCaps                     // GroupController/GroupControllerGetCapabilities
+
+	// NumCapKinds is how many kinds there are: CapKind(0) to NumCapKinds-1.
+	NumCapKinds = iota
+)
+
+// CapSet is one advertised set, by enum number.
+type CapSet map[int32]bool
+
+// Capabilities is what one backend is known to advertise. Has reports whether it advertises
+// capability cap of kind; known is false when the set could not be learnt (then the rules do
+// not gate by it: gating is a courtesy to the caller, the backend still refuses what it does
+// not implement). An implementation may ask the backend again when a cached set lacks cap.
+type Capabilities interface {
+	Has(kind CapKind, cap int32) (has, known bool)
+}
+
+// capRPC is how one kind of set is fetched and read.
+type capRPC struct {
+	method string
+	name   string // for messages: "controller capability"
+	newMsg func() proto.Message
+	read   func(proto.Message) CapSet
+}
+
+var capRPCs = [NumCapKinds]capRPC{
+	PluginCaps: {"/csi.v1.Identity/GetPluginCapabilities", "plugin capability",
+		func() proto.Message { return &csi.GetPluginCapabilitiesResponse{} },
+		func(m proto.Message) CapSet {
+			s := CapSet{}
+			for _, c := range m.(*csi.GetPluginCapabilitiesResponse).GetCapabilities() {
+				if svc := c.GetService(); svc != nil {
+					s[int32(svc.GetType())] = true
+				}
+			}
+			return s
+		}},
+	ControllerCaps: {"/csi.v1.Controller/ControllerGetCapabilities", "controller capability",
+		func() proto.Message { return &csi.ControllerGetCapabilitiesResponse{} },
+		func(m proto.Message) CapSet {
+			s := CapSet{}
+			for _, c := range m.(*csi.ControllerGetCapabilitiesResponse).GetCapabilities() {
+				s[int32(c.GetRpc().GetType())] = true
+			}
+			return s
+		}},
+	NodeCaps: {"/csi.v1.Node/NodeGetCapabilities", "node capability",
+		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} },
+		func(m proto.Message) CapSet {
+			s := CapSet{}
+			for _, c := range m.(*csi.NodeGetCapabilitiesResponse).GetCapabilities() {
+				s[int32(c.GetRpc().GetType())] = true
+			}
+			return s
+		}},
+	GroupCaps: {"/csi.v1.GroupController/GroupControllerGetCapabilities", "group controller capability",
+		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} },
+		func(m proto.Message) CapSet {
+			s := CapSet{}
+			for _, c := range m.(*csi.GroupControllerGetCapabilitiesResponse).GetCapabilities() {
+				s[int32(c.GetRpc().GetType())] = true
+			}
+			return s
+		}},
+}
+
+// Method is the full method name of the RPC that fetches the set of kind k.
+func (k CapKind) Method() string { return capRPCs[k].method }
+
+// Decode reads the set of kind k from the raw answer of k's Method.
+func (k CapKind) Decode(raw []byte) (CapSet, error) {
+	m := capRPCs[k].newMsg()
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return nil, err
+	}
+	return capRPCs[k].read(m), nil
+}
+
+// CapKindOf returns the kind of set the answer of method advertises, when method is a
+// capability RPC.
+func CapKindOf(method string) (CapKind, bool) {
+	for k, rpc := range capRPCs {
+		if rpc.method == method {
+			return CapKind(k), true
+		}
+	}
+	return 0, false
+}
+
+// Read reads the set of kind k from resp, a decoded answer of k's Method.
+func (k CapKind) Read(resp proto.Message) CapSet { return capRPCs[k].read(resp) }
