@@ -16,8 +16,8 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
-	"github.com/csi-gateway/csi-gateway/test/bench/messages"
 	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/test/bench/messages"
 )
 
 // chainBackend answers every call from memory: the capability RPCs from caps, any other

@@ -112,11 +112,8 @@ func NewServer(o Options) (*Server, error) {
 	}, nil
 }
 
-// handler composes the middleware chain, in the one documented order:
-//
-//	recover → log → observe (tap) → annotate span → measure (metrics) → authorize → confine →
-//	deadline → validate → serialize → scope tenants → canonicalize → guard listings →
-//	dispatch (route → backend)
+// handler composes the middleware chain, outermost first; docs/architecture.md lists it with
+// what each middleware does (TestChainMatchesHandler, in docs/, compares the two).
 //
 // The log, the observers, the span and the metrics sit outside authorize so refused calls are
 // seen too, and outside canonicalize so they record the code the caller actually gets.

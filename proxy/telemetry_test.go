@@ -35,7 +35,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
-	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/backends/rest/connect"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"

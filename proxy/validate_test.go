@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/backends"
-	"github.com/csi-gateway/csi-gateway/redact"
 	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // fakeCaps are the capability sets a validation test's backend advertises, by enum number.
