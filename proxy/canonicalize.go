@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -97,15 +96,5 @@ func messageOf(err error, class backends.Class) string {
 	return msg
 }
 
-// boundMessage cuts msg to maxMessageBytes on a rune boundary.
-func boundMessage(msg string) string {
-	if len(msg) <= maxMessageBytes {
-		return msg
-	}
-	const ellipsis = "…"
-	cut := maxMessageBytes - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + ellipsis
-}
+// boundMessage cuts msg to maxMessageBytes on a rune boundary (backends.Truncate).
+func boundMessage(msg string) string { return backends.Truncate(msg, maxMessageBytes) }
