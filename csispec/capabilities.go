@@ -1,6 +1,8 @@
 package csispec
 
 import (
+	"context"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,12 +23,13 @@ const (
 // CapSet is one advertised set, by enum number.
 type CapSet map[int32]bool
 
-// Capabilities is what one backend is known to advertise. Has reports whether it advertises
-// capability cap of kind; known is false when the set could not be learnt (then the rules do
-// not gate by it: gating is a courtesy to the caller, the backend still refuses what it does
-// not implement). An implementation may ask the backend again when a cached set lacks cap.
+// Capabilities is what the backends are known to advertise. Has reports whether backend
+// advertises capability cap of kind; known is false when the set could not be learnt (then
+// the rules do not gate by it: gating is a courtesy to the caller, the backend still refuses
+// what it does not implement). ctx is the call's: an implementation may fetch the set, or ask
+// again when a cached set lacks cap, within it.
 type Capabilities interface {
-	Has(kind CapKind, cap int32) (has, known bool)
+	Has(ctx context.Context, backend string, kind CapKind, cap int32) (has, known bool)
 }
 
 // capRPC is how one kind of set is fetched and read.

@@ -1,6 +1,8 @@
 package csispec
 
 import (
+	"context"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,8 +23,8 @@ const MaxViolations = 8
 // that advertises caps: first the capability the method needs (UNIMPLEMENTED), then the
 // request's own fields (INVALID_ARGUMENT), then the rules that depend on what the backend
 // advertises. A method the rules do not know is checked for its messages' fields only.
-func CheckRequest(method string, req proto.Message, backend string, caps Capabilities) []Violation {
-	bc := backendCaps{backend: backend, caps: caps}
+func CheckRequest(ctx context.Context, method string, req proto.Message, backend string, caps Capabilities) []Violation {
+	bc := backendCaps{ctx: ctx, backend: backend, caps: caps}
 	if vl := gateMethod(method, bc); vl != nil {
 		return []Violation{*vl}
 	}
@@ -37,16 +39,17 @@ func CheckRequest(method string, req proto.Message, backend string, caps Capabil
 // CheckResponse returns the rules resp, the backend's answer to req, breaks, each with the
 // code the caller gets (ResponseCode's, or Incompatible for an answer that names an object
 // other than the one asked for).
-func CheckResponse(method string, req, resp proto.Message, backend string, caps Capabilities) []Violation {
+func CheckResponse(ctx context.Context, method string, req, resp proto.Message, backend string, caps Capabilities) []Violation {
 	c := newChecker(responseSide)
 	c.check(resp.ProtoReflect())
-	checkAnswer(c, method, req, resp, backendCaps{backend: backend, caps: caps})
+	checkAnswer(c, method, req, resp, backendCaps{ctx: ctx, backend: backend, caps: caps})
 	return c.out
 }
 
 // backendCaps is the backend a call is routed to, as the rules see it: its name, for
 // messages, and what it advertises.
 type backendCaps struct {
+	ctx     context.Context
 	backend string
 	caps    Capabilities
 }
@@ -56,7 +59,7 @@ func (b backendCaps) has(kind CapKind, cap int32) (has, known bool) {
 	if b.caps == nil {
 		return false, false
 	}
-	return b.caps.Has(kind, cap)
+	return b.caps.Has(b.ctx, b.backend, kind, cap)
 }
 
 // lacks reports whether the backend is known not to advertise cap of kind.

@@ -1,6 +1,7 @@
 package csispec
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"sync"
@@ -43,7 +44,7 @@ func fuzzMethods(t testing.TB) (names []string, in, out map[string]protoreflect.
 // each kind's numbers, modulo 8).
 type fuzzCaps uint8
 
-func (f fuzzCaps) Has(kind CapKind, cap int32) (bool, bool) {
+func (f fuzzCaps) Has(_ context.Context, _ string, kind CapKind, cap int32) (bool, bool) {
 	return f&(1<<((uint(kind)*3+uint(cap))%8)) == 0, true
 }
 
@@ -80,8 +81,8 @@ func FuzzCheck(f *testing.F) {
 			return // the gateway refuses undecodable requests before any rule
 		}
 		sameThroughReflect(t, method, req)
-		first := CheckRequest(method, req, "fake", caps)
-		if again := CheckRequest(method, req, "fake", caps); !slices.Equal(first, again) {
+		first := CheckRequest(context.Background(), method, req, "fake", caps)
+		if again := CheckRequest(context.Background(), method, req, "fake", caps); !slices.Equal(first, again) {
 			t.Fatalf("%s: violations differ between runs:\n%v\n%v", method, first, again)
 		}
 		resp := out[method].New().Interface()
@@ -89,8 +90,8 @@ func FuzzCheck(f *testing.F) {
 			return
 		}
 		sameThroughReflect(t, method, resp)
-		answer := CheckResponse(method, req, resp, "fake", caps)
-		if again := CheckResponse(method, req, resp, "fake", caps); !slices.Equal(answer, again) {
+		answer := CheckResponse(context.Background(), method, req, resp, "fake", caps)
+		if again := CheckResponse(context.Background(), method, req, resp, "fake", caps); !slices.Equal(answer, again) {
 			t.Fatalf("%s: answer violations differ between runs:\n%v\n%v", method, answer, again)
 		}
 		for _, vl := range append(first, answer...) {

@@ -114,36 +114,41 @@ func gateMethod(method string, caps backendCaps) *Violation {
 		caps.backend, ref, method[strings.LastIndexByte(method, '/')+1:])}
 }
 
-// requestGate records on g the rules of one method's request that depend on what the backend
-// advertises.
-type requestGate func(g *gateCheck, req proto.Message)
+// requestGate returns the rules of one method's request that depend on what the backend
+// advertises, appended to out. Gates append to a slice rather than record on a collector so
+// that a request that breaks none costs no allocation.
+type requestGate func(caps backendCaps, req proto.Message, out []Violation) []Violation
 
 // gateOf adapts a gate of one method's typed request to a requestGate.
-func gateOf[Req proto.Message](gate func(g *gateCheck, r Req)) requestGate {
-	return func(g *gateCheck, req proto.Message) {
+func gateOf[Req proto.Message](gate func(caps backendCaps, r Req, out []Violation) []Violation) requestGate {
+	return func(caps backendCaps, req proto.Message, out []Violation) []Violation {
 		if r, ok := req.(Req); ok {
-			gate(g, r)
+			return gate(caps, r, out)
 		}
+		return out
 	}
 }
 
-// gateCheck collects the violations of the request gates of one call.
-type gateCheck struct {
-	caps backendCaps
-	out  []Violation
-}
-
-// invalid records that field must not be set, the backend not advertising ref, when it lacks it.
-func (g *gateCheck) invalid(set bool, field string, ref CapRef) {
-	if set && g.caps.lacks(ref.Kind, ref.Cap) {
-		g.out = append(g.out, Violation{codes.InvalidArgument, fmt.Sprintf("%s must not be set: backend %q does not advertise the %s",
-			field, g.caps.backend, ref)})
+// mustNotSet appends that field must not be set when it is and the backend lacks ref.
+func mustNotSet(out []Violation, caps backendCaps, set bool, field string, ref CapRef) []Violation {
+	if set && caps.lacks(ref.Kind, ref.Cap) {
+		out = append(out, Violation{codes.InvalidArgument, fmt.Sprintf("%s must not be set: backend %q does not advertise the %s",
+			field, caps.backend, ref)})
 	}
+	return out
 }
 
-// singleNodeModes records a single-node access mode the backend does not advertise ref for.
-func (g *gateCheck) singleNodeMode(field string, vc *csi.VolumeCapability, ref CapRef) {
-	g.invalid(singleNodeMode(vc), field+".access_mode "+vc.GetAccessMode().GetMode().String(), ref)
+// singleNodeModeAllowed appends that vc's access mode needs ref when it is a single-node
+// mode and the backend lacks ref. vc is at field, or at field[index] when index >= 0; the
+// path is rendered only for a violation.
+func singleNodeModeAllowed(out []Violation, caps backendCaps, field string, index int, vc *csi.VolumeCapability, ref CapRef) []Violation {
+	if !singleNodeMode(vc) || !caps.lacks(ref.Kind, ref.Cap) {
+		return out
+	}
+	if index >= 0 {
+		field = fmt.Sprintf("%s[%d]", field, index)
+	}
+	return mustNotSet(out, caps, true, field+".access_mode "+vc.GetAccessMode().GetMode().String(), ref)
 }
 
 var (
@@ -157,51 +162,51 @@ var (
 // requestGates are the rules of each method's request that depend on what the backend
 // advertises, by full method name.
 var requestGates = map[string]requestGate{
-	"/csi.v1.Controller/CreateVolume": gateOf(func(g *gateCheck, r *csi.CreateVolumeRequest) {
-		g.invalid(hasTopologyRequirement(r.GetAccessibilityRequirements()), "accessibility_requirements", volumeTopology)
-		g.invalid(r.GetVolumeContentSource().GetSnapshot() != nil, "volume_content_source.snapshot",
+	"/csi.v1.Controller/CreateVolume": gateOf(func(caps backendCaps, r *csi.CreateVolumeRequest, out []Violation) []Violation {
+		out = mustNotSet(out, caps, hasTopologyRequirement(r.GetAccessibilityRequirements()), "accessibility_requirements", volumeTopology)
+		out = mustNotSet(out, caps, r.GetVolumeContentSource().GetSnapshot() != nil, "volume_content_source.snapshot",
 			ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT))
-		g.invalid(r.GetVolumeContentSource().GetVolume() != nil, "volume_content_source.volume",
+		out = mustNotSet(out, caps, r.GetVolumeContentSource().GetVolume() != nil, "volume_content_source.volume",
 			ControllerCap(csi.ControllerServiceCapability_RPC_CLONE_VOLUME))
-		g.invalid(len(r.GetMutableParameters()) > 0, "mutable_parameters", ControllerCap(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME))
+		out = mustNotSet(out, caps, len(r.GetMutableParameters()) > 0, "mutable_parameters",
+			ControllerCap(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME))
 		for i, vc := range r.GetVolumeCapabilities() {
-			g.singleNodeMode(fmt.Sprintf("volume_capabilities[%d]", i), vc, controllerSingle)
+			out = singleNodeModeAllowed(out, caps, "volume_capabilities", i, vc, controllerSingle)
 		}
+		return out
 	}),
-	"/csi.v1.Controller/GetCapacity": gateOf(func(g *gateCheck, r *csi.GetCapacityRequest) {
-		g.invalid(r.GetAccessibleTopology() != nil, "accessible_topology", volumeTopology)
+	"/csi.v1.Controller/GetCapacity": gateOf(func(caps backendCaps, r *csi.GetCapacityRequest, out []Violation) []Violation {
+		return mustNotSet(out, caps, r.GetAccessibleTopology() != nil, "accessible_topology", volumeTopology)
 	}),
-	"/csi.v1.Controller/CreateSnapshot": gateOf(func(g *gateCheck, r *csi.CreateSnapshotRequest) {
-		g.invalid(hasTopologyRequirement(r.GetAccessibilityRequirements()), "accessibility_requirements", snapshotTopology)
+	"/csi.v1.Controller/CreateSnapshot": gateOf(func(caps backendCaps, r *csi.CreateSnapshotRequest, out []Violation) []Violation {
+		return mustNotSet(out, caps, hasTopologyRequirement(r.GetAccessibilityRequirements()), "accessibility_requirements", snapshotTopology)
 	}),
-	"/csi.v1.Controller/ControllerPublishVolume": gateOf(func(g *gateCheck, r *csi.ControllerPublishVolumeRequest) {
-		g.invalid(r.GetReadonly(), "readonly", ControllerCap(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY))
-		g.singleNodeMode("volume_capability", r.GetVolumeCapability(), controllerSingle)
+	"/csi.v1.Controller/ControllerPublishVolume": gateOf(func(caps backendCaps, r *csi.ControllerPublishVolumeRequest, out []Violation) []Violation {
+		out = mustNotSet(out, caps, r.GetReadonly(), "readonly", ControllerCap(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY))
+		return singleNodeModeAllowed(out, caps, "volume_capability", -1, r.GetVolumeCapability(), controllerSingle)
 	}),
-	"/csi.v1.Node/NodeStageVolume": gateOf(func(g *gateCheck, r *csi.NodeStageVolumeRequest) {
-		g.singleNodeMode("volume_capability", r.GetVolumeCapability(), nodeSingle)
+	"/csi.v1.Node/NodeStageVolume": gateOf(func(caps backendCaps, r *csi.NodeStageVolumeRequest, out []Violation) []Violation {
+		return singleNodeModeAllowed(out, caps, "volume_capability", -1, r.GetVolumeCapability(), nodeSingle)
 	}),
-	"/csi.v1.Node/NodePublishVolume": gateOf(func(g *gateCheck, r *csi.NodePublishVolumeRequest) {
-		g.singleNodeMode("volume_capability", r.GetVolumeCapability(), nodeSingle)
+	"/csi.v1.Node/NodePublishVolume": gateOf(func(caps backendCaps, r *csi.NodePublishVolumeRequest, out []Violation) []Violation {
+		out = singleNodeModeAllowed(out, caps, "volume_capability", -1, r.GetVolumeCapability(), nodeSingle)
 		if r.GetStagingTargetPath() == "" {
-			if has, _ := g.caps.has(nodeStage.Kind, nodeStage.Cap); has {
-				g.out = append(g.out, Violation{codes.FailedPrecondition, fmt.Sprintf(
+			if has, _ := caps.has(nodeStage.Kind, nodeStage.Cap); has {
+				out = append(out, Violation{codes.FailedPrecondition, fmt.Sprintf(
 					"staging_target_path is required: backend %q advertises the %s; call NodeStageVolume first and pass its staging_target_path",
-					g.caps.backend, nodeStage)})
+					caps.backend, nodeStage)})
 			}
 		}
+		return out
 	}),
 }
 
 // gateRequest checks the rules of a request that depend on what the backend advertises.
 func gateRequest(method string, req proto.Message, caps backendCaps) []Violation {
-	gate := requestGates[method]
-	if gate == nil {
-		return nil
+	if gate := requestGates[method]; gate != nil {
+		return gate(caps, req, nil)
 	}
-	g := gateCheck{caps: caps}
-	gate(&g, req)
-	return g.out
+	return nil
 }
 
 // singleNodeMode reports whether vc asks for SINGLE_NODE_SINGLE_WRITER or

@@ -153,32 +153,21 @@ func (c *capabilityCache) learn(backend, method string, resp proto.Message) {
 	c.mu.Unlock()
 }
 
-// view is the capability cache seen by one call routed to backend ("" when unrouted: every
-// set is unknown).
-func (c *capabilityCache) view(ctx context.Context, backend string) capView {
-	return capView{c: c, ctx: ctx, backend: backend}
-}
-
-type capView struct {
-	c       *capabilityCache
-	ctx     context.Context
-	backend string
-}
-
-// Has reports whether the backend advertises capability cap of kind; known is false when the
-// set could not be fetched (then the caller does not gate). A capability the cached set lacks
-// makes the cache ask again when the set is older than the retry interval.
-func (v capView) Has(kind csispec.CapKind, cap int32) (has, known bool) {
-	if v.backend == "" {
+// Has reports whether backend advertises capability cap of kind; known is false when the
+// set could not be fetched, or backend is "" (an unrouted call), and then the caller does not
+// gate. A capability the cached set lacks makes the cache ask again when the set is older
+// than the retry interval. It implements csispec.Capabilities.
+func (c *capabilityCache) Has(ctx context.Context, backend string, kind csispec.CapKind, cap int32) (has, known bool) {
+	if backend == "" {
 		return false, false
 	}
-	set, ok := v.c.get(v.ctx, v.backend, kind, false)
+	set, ok := c.get(ctx, backend, kind, false)
 	if !ok {
 		return false, false
 	}
 	if set[cap] {
 		return true, true
 	}
-	set, ok = v.c.get(v.ctx, v.backend, kind, true)
+	set, ok = c.get(ctx, backend, kind, true)
 	return set[cap], ok
 }

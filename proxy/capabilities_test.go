@@ -28,8 +28,19 @@ func capCacheHarness(caps *fakeCaps, log *slog.Logger) (*capabilityCache, *testu
 
 var valListVolumes = csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)
 
+// cacheView is the cache as one call routed to backend sees it.
+type cacheView struct {
+	c       *capabilityCache
+	ctx     context.Context
+	backend string
+}
+
+func (v cacheView) Has(kind csispec.CapKind, cap int32) (has, known bool) {
+	return v.c.Has(v.ctx, v.backend, kind, cap)
+}
+
 // lacks reports whether view knows that its backend does not advertise ref.
-func lacks(view capView, ref csispec.CapRef) bool {
+func lacks(view cacheView, ref csispec.CapRef) bool {
 	has, known := view.Has(ref.Kind, ref.Cap)
 	return known && !has
 }
@@ -39,7 +50,7 @@ func lacks(view capView, ref csispec.CapRef) bool {
 func TestCapabilityCacheRefresh(t *testing.T) {
 	caps := valAllCaps()
 	c, clock := capCacheHarness(caps, slog.New(slog.DiscardHandler))
-	view := c.view(context.Background(), "fake")
+	view := cacheView{c, context.Background(), "fake"}
 	for range 3 {
 		if has, known := view.Has(valListVolumes.Kind, valListVolumes.Cap); !has || !known {
 			t.Fatalf("has = %v, %v", has, known)
@@ -66,7 +77,7 @@ func TestCapabilityCacheRefresh(t *testing.T) {
 func TestCapabilityCacheRefetchesOnMiss(t *testing.T) {
 	caps := valAllCaps().without(valListVolumes)
 	c, clock := capCacheHarness(caps, slog.New(slog.DiscardHandler))
-	view := c.view(context.Background(), "fake")
+	view := cacheView{c, context.Background(), "fake"}
 	if !lacks(view, valListVolumes) {
 		t.Fatal("LIST_VOLUMES is not missing")
 	}
@@ -120,7 +131,7 @@ func TestCapabilityCacheFailsOpen(t *testing.T) {
 	// A known set survives failed refreshes.
 	caps = valAllCaps().without(valListVolumes)
 	c, clock := capCacheHarness(caps, slog.New(slog.DiscardHandler))
-	view := c.view(context.Background(), "fake")
+	view := cacheView{c, context.Background(), "fake"}
 	if !lacks(view, valListVolumes) {
 		t.Fatal("LIST_VOLUMES is not missing")
 	}
@@ -147,10 +158,10 @@ func TestCapabilityCacheCallerGone(t *testing.T) {
 	c := newCapabilityCache(map[string]backends.Backend{"fake": fake}, slog.New(slog.DiscardHandler), time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, known := c.view(ctx, "fake").Has(valListVolumes.Kind, valListVolumes.Cap); known {
+	if _, known := (cacheView{c, ctx, "fake"}).Has(valListVolumes.Kind, valListVolumes.Cap); known {
 		t.Fatal("the set is known after a fetch on a cancelled context")
 	}
-	if has, known := c.view(context.Background(), "fake").Has(valListVolumes.Kind, valListVolumes.Cap); !has || !known {
+	if has, known := (cacheView{c, context.Background(), "fake"}).Has(valListVolumes.Kind, valListVolumes.Cap); !has || !known {
 		t.Errorf("next caller: has = %v, %v; want the set fetched", has, known)
 	}
 }
@@ -169,7 +180,7 @@ func TestCapabilityCacheSharesFetch(t *testing.T) {
 	results := make(chan bool, 20)
 	for range 20 {
 		wg.Go(func() {
-			has, known := c.view(context.Background(), "fake").Has(valListVolumes.Kind, valListVolumes.Cap)
+			has, known := (cacheView{c, context.Background(), "fake"}).Has(valListVolumes.Kind, valListVolumes.Cap)
 			results <- has && known
 		})
 	}

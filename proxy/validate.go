@@ -116,13 +116,13 @@ func decodeResponse(call *Call) (proto.Message, error) {
 // checkRequest returns the rules req breaks (csispec.CheckRequest), with the capabilities of
 // backend as the cache knows them.
 func (v *validator) checkRequest(ctx context.Context, method, backend string, req proto.Message) []csispec.Violation {
-	return csispec.CheckRequest(method, req, backend, v.caps.view(ctx, backend))
+	return csispec.CheckRequest(ctx, method, req, backend, v.caps)
 }
 
 // checkResponse returns the rules the backend's answer breaks, with the code each becomes
 // (csispec.CheckResponse).
 func (v *validator) checkResponse(ctx context.Context, method, backend string, req, resp proto.Message) []csispec.Violation {
-	return csispec.CheckResponse(method, req, resp, backend, v.caps.view(ctx, backend))
+	return csispec.CheckResponse(ctx, method, req, resp, backend, v.caps)
 }
 
 // refuse acts on broken rules: in enforce mode it returns the status the caller gets; in warn
