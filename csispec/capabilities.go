@@ -5,6 +5,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // CapKind is one of the capability sets a CSI plugin advertises.
@@ -32,53 +33,43 @@ type Capabilities interface {
 	Has(ctx context.Context, backend string, kind CapKind, cap int32) (has, known bool)
 }
 
-// capRPC is how one kind of set is fetched and read.
+// capRPC is how one kind of set is fetched and read: the RPC, the answer's type, and which
+// message of each of its capabilities holds the type that is advertised (every
+// Get*Capabilities answer is capabilities[].{rpc|service}.type, in v1 as in v0).
 type capRPC struct {
 	method string
 	name   string // for messages: "controller capability"
 	newMsg func() proto.Message
-	read   func(proto.Message) CapSet
+	holder protoreflect.Name // the capability's field whose type is advertised
 }
 
 var capRPCs = [NumCapKinds]capRPC{
 	PluginCaps: {"/csi.v1.Identity/GetPluginCapabilities", "plugin capability",
-		func() proto.Message { return &csi.GetPluginCapabilitiesResponse{} },
-		func(m proto.Message) CapSet {
-			s := CapSet{}
-			for _, c := range m.(*csi.GetPluginCapabilitiesResponse).GetCapabilities() {
-				if svc := c.GetService(); svc != nil {
-					s[int32(svc.GetType())] = true
-				}
-			}
-			return s
-		}},
+		func() proto.Message { return &csi.GetPluginCapabilitiesResponse{} }, "service"},
 	ControllerCaps: {"/csi.v1.Controller/ControllerGetCapabilities", "controller capability",
-		func() proto.Message { return &csi.ControllerGetCapabilitiesResponse{} },
-		func(m proto.Message) CapSet {
-			s := CapSet{}
-			for _, c := range m.(*csi.ControllerGetCapabilitiesResponse).GetCapabilities() {
-				s[int32(c.GetRpc().GetType())] = true
-			}
-			return s
-		}},
+		func() proto.Message { return &csi.ControllerGetCapabilitiesResponse{} }, "rpc"},
 	NodeCaps: {"/csi.v1.Node/NodeGetCapabilities", "node capability",
-		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} },
-		func(m proto.Message) CapSet {
-			s := CapSet{}
-			for _, c := range m.(*csi.NodeGetCapabilitiesResponse).GetCapabilities() {
-				s[int32(c.GetRpc().GetType())] = true
-			}
-			return s
-		}},
+		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} }, "rpc"},
 	GroupCaps: {"/csi.v1.GroupController/GroupControllerGetCapabilities", "group controller capability",
-		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} },
-		func(m proto.Message) CapSet {
-			s := CapSet{}
-			for _, c := range m.(*csi.GroupControllerGetCapabilitiesResponse).GetCapabilities() {
-				s[int32(c.GetRpc().GetType())] = true
-			}
-			return s
-		}},
+		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} }, "rpc"},
+}
+
+// read returns the set a Get*Capabilities answer advertises: the type of the holder message
+// of each capability that has one (a plugin's volume_expansion, say, is not a service).
+func (rpc capRPC) read(m proto.Message) CapSet {
+	s := CapSet{}
+	msg := m.ProtoReflect()
+	caps := msg.Get(msg.Descriptor().Fields().ByName("capabilities")).List()
+	for i := range caps.Len() {
+		c := caps.Get(i).Message()
+		holder := c.Descriptor().Fields().ByName(rpc.holder)
+		if holder == nil || !c.Has(holder) {
+			continue
+		}
+		h := c.Get(holder).Message()
+		s[int32(h.Get(h.Descriptor().Fields().ByName("type")).Enum())] = true
+	}
+	return s
 }
 
 // Method is the full method name of the RPC that fetches the set of kind k.
