@@ -23,7 +23,7 @@ const (
 
 // checker walks a message by reflection, following the rulePlan of each message type it
 // meets, and collects the rules it breaks (at most MaxViolations). Every violation it records
-// is INVALID_ARGUMENT; checkResponse recodes them.
+// is INVALID_ARGUMENT; checkAnswer recodes those of an answer.
 //
 // Where it is in the message is kept as a stack of path elements, and rendered as a string
 // ("volume_capabilities[0].access_mode") only for a violation: fields that pass cost no string.
@@ -266,7 +266,7 @@ func (c *checker) stringMap(r *fieldRule, m map[string]string) {
 }
 
 // rulePlan is what the checker checks in messages of one type: the tables of
-// validate_rules.go looked up once per type, not for every field of every message. Plans
+// rules.go looked up once per type, not for every field of every message. Plans
 // are immutable once compiled and may form cycles (recursive messages).
 type rulePlan struct {
 	required []protoreflect.FieldDescriptor // requiredFields that the type has

@@ -113,7 +113,7 @@ func idFieldsOf(md protoreflect.MessageDescriptor) []protoreflect.FieldDescripto
 }
 
 // requestIDs returns the identifying fields a request sets, read in one pass off its wire
-// bytes raw without decoding the rest (see wireStrings); fds are its idFieldsOf. Nil when
+// bytes raw without decoding the rest (see protoread.WireStrings); fds are its idFieldsOf. Nil when
 // there are none.
 func requestIDs(fds []protoreflect.FieldDescriptor, raw []byte) map[string]string {
 	var values [len(recordedIDFields)]string
