@@ -87,9 +87,18 @@ bench: build ## measure the gateway against a direct connection, haproxy, socat 
 bench-micro: ## run every package's go test benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-lint: ## gofmt check and go vet
+# staticcheck, pinned: installed into .tools/staticcheck-VERSION/ on first use (and again when
+# the version changes) with `go install`, from the module proxy like any dependency.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+lint: $(STATICCHECK) ## gofmt check, go vet and staticcheck (pinned, installed into .tools)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')

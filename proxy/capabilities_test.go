@@ -112,7 +112,7 @@ func TestCapabilityCacheFailsOpen(t *testing.T) {
 	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, logger), canonicalize(redact.NewRedactor()))
 
 	for range 2 {
-		if err, _ := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
+		if _, err := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
 			t.Fatalf("ListVolumes = %v, want forwarded (capabilities unknown)", err)
 		}
 	}
@@ -204,10 +204,10 @@ func TestCapabilityCacheLearnsFromCallers(t *testing.T) {
 	caps := valAllCaps()
 	fake := validationFake(caps, nil)
 	h := validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler))
-	if err, _ := runValidated(t, h, "/csi.v1.Controller/ControllerGetCapabilities", &csi.ControllerGetCapabilitiesRequest{}); err != nil {
+	if _, err := runValidated(t, h, "/csi.v1.Controller/ControllerGetCapabilities", &csi.ControllerGetCapabilitiesRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if err, _ := runValidated(t, h, "/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
+	if _, err := runValidated(t, h, "/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := caps.fetchCount(); n != 1 {
@@ -221,7 +221,7 @@ func TestCapabilityUnroutedMethod(t *testing.T) {
 	caps := valAllCaps()
 	bes := map[string]backends.Backend{"fake": validationFake(caps, nil)}
 	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)), canonicalize(redact.NewRedactor()))
-	err, _ := runValidated(t, h, "/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "v"})
+	_, err := runValidated(t, h, "/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "v"})
 	checkRefusal(t, err, codes.Unimplemented, "no route for /csi.v1.Controller/DeleteVolume")
 	if n := caps.fetchCount(); n != 0 {
 		t.Errorf("%d fetches, want none", n)

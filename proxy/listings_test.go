@@ -83,7 +83,7 @@ func TestListingRefusedToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return nil, tc.err }}
-			err, _ := runValidated(t, listingHandler(fake), tc.method, tc.req)
+			_, err := runValidated(t, listingHandler(fake), tc.method, tc.req)
 			st := status.Convert(err)
 			if st.Code() != tc.code || st.Message() != tc.msg {
 				t.Errorf("got %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
@@ -121,7 +121,7 @@ func TestListingRepeatedToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return want, nil }}
-			err, got := runValidated(t, listingHandler(fake), tc.method, tc.req)
+			got, err := runValidated(t, listingHandler(fake), tc.method, tc.req)
 			st := status.Convert(err)
 			if st.Code() != tc.code || st.Message() != tc.msg {
 				t.Errorf("got %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)

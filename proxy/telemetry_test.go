@@ -149,11 +149,11 @@ func checkAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
 		switch w := w.(type) {
 		case string:
 			if !ok || v.AsString() != w {
-				t.Errorf("span %q (%s): %s = %q, want %q", s.Name(), s.SpanKind(), k, v.Emit(), w)
+				t.Errorf("span %q (%s): %s = %q, want %q", s.Name(), s.SpanKind(), k, v.String(), w)
 			}
 		case int:
 			if !ok || v.AsInt64() != int64(w) {
-				t.Errorf("span %q (%s): %s = %s, want %d", s.Name(), s.SpanKind(), k, v.Emit(), w)
+				t.Errorf("span %q (%s): %s = %s, want %d", s.Name(), s.SpanKind(), k, v.String(), w)
 			}
 		}
 	}
@@ -548,7 +548,7 @@ func spanTexts(s sdktrace.ReadOnlySpan) []string {
 	out := []string{s.Name(), s.Status().Description}
 	kvs := func(attrs []attribute.KeyValue) {
 		for _, kv := range attrs {
-			out = append(out, string(kv.Key), kv.Value.Emit())
+			out = append(out, string(kv.Key), kv.Value.String())
 		}
 	}
 	kvs(s.Attributes())

@@ -128,7 +128,7 @@ func TestCapabilityGating(t *testing.T) {
 			if info.desc.IsStreamingServer() {
 				err = validationStream(t, h, tc.method, req)
 			} else {
-				err, _ = runValidated(t, h, tc.method, req)
+				_, err = runValidated(t, h, tc.method, req)
 			}
 			checkRefusal(t, err, tc.code, tc.fragment)
 			want := []string{tc.method}
@@ -180,7 +180,7 @@ func TestGateNodeGetVolumeStatsBeforeV113(t *testing.T) {
 			caps.node = tc.node
 			fake := validationFake(caps, &csi.NodeGetVolumeStatsResponse{})
 			h := validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler))
-			err, _ := runValidated(t, h, method, validRequests[method])
+			_, err := runValidated(t, h, method, validRequests[method])
 			checkRefusal(t, err, tc.code, "does not advertise the node capability GET_VOLUME_STATS, which NodeGetVolumeStats needs")
 			if forwarded := len(valForwarded(fake)) == 1; forwarded != (tc.code == codes.OK) {
 				t.Errorf("forwarded = %v, want %v", forwarded, tc.code == codes.OK)

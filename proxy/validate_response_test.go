@@ -257,7 +257,7 @@ func TestValidateResponseRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := validationHandler(ValidationEnforce, validationFake(caps, tc.resp), slog.New(slog.DiscardHandler))
-			err, got := runValidated(t, h, tc.method, req)
+			got, err := runValidated(t, h, tc.method, req)
 			checkRefusal(t, err, tc.code, tc.fragment)
 			if tc.code == codes.OK && string(got) != string(want) {
 				t.Errorf("the answer changed: %x, want %x", got, want)
@@ -276,6 +276,6 @@ func TestValidateUndecodableResponse(t *testing.T) {
 		return []byte{0x0a, 0x7f, 0x01}, nil // field 1, length 127, one byte
 	}}
 	h := validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler))
-	err, _ := runValidated(t, h, "/csi.v1.Controller/ControllerGetVolume", &csi.ControllerGetVolumeRequest{VolumeId: "v"})
+	_, err := runValidated(t, h, "/csi.v1.Controller/ControllerGetVolume", &csi.ControllerGetVolumeRequest{VolumeId: "v"})
 	checkRefusal(t, err, codes.Internal, `backend "fake": malformed ControllerGetVolume answer: the answer is not a valid csi.v1.ControllerGetVolumeResponse`)
 }

@@ -134,8 +134,8 @@ func validationHandler(mode ValidationMode, fake backends.Backend, log *slog.Log
 	return chain(dispatch(routes, bes), validate(mode, routes, bes, log), canonicalize(redact.NewRedactor()))
 }
 
-// runValidated sends req to method through h and returns the error and the raw answer.
-func runValidated(t *testing.T, h Handler, method string, req proto.Message) (error, []byte) {
+// runValidated sends req to method through h and returns the raw answer and the error.
+func runValidated(t *testing.T, h Handler, method string, req proto.Message) ([]byte, error) {
 	t.Helper()
 	raw, err := proto.Marshal(req)
 	if err != nil {
@@ -149,7 +149,7 @@ func runValidated(t *testing.T, h Handler, method string, req proto.Message) (er
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err = h(ctx, call)
-	return err, call.Response
+	return call.Response, err
 }
 
 // checkRefusal checks err against the code and message fragment of a case ("" code OK).
@@ -276,11 +276,11 @@ func TestValidateWarnForwardsAndLogs(t *testing.T) {
 	fake := validationFake(valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)), nil)
 	h := validationHandler(ValidationWarn, fake, logger)
 
-	err, resp := runValidated(t, h, "/csi.v1.Controller/CreateVolume", valCreateVolume(func(r *csi.CreateVolumeRequest) { r.Name = "" }))
+	resp, err := runValidated(t, h, "/csi.v1.Controller/CreateVolume", valCreateVolume(func(r *csi.CreateVolumeRequest) { r.Name = "" }))
 	if err != nil || len(resp) != 0 {
 		t.Fatalf("CreateVolume = %v, %x; want the backend's empty answer", err, resp)
 	}
-	if err, _ := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
+	if _, err := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
 		t.Fatalf("ListVolumes = %v, want forwarded", err)
 	}
 	if got, want := valForwarded(fake), []string{"/csi.v1.Controller/CreateVolume", "/csi.v1.Controller/ListVolumes"}; !slices.Equal(got, want) {
@@ -316,7 +316,7 @@ func TestValidateOffForwardsSilently(t *testing.T) {
 			caps := valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME))
 			fake := validationFake(caps, nil)
 			h := validationHandler(mode, fake, slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})))
-			if err, _ := runValidated(t, h, "/csi.v1.Controller/CreateVolume", &csi.CreateVolumeRequest{Name: "pvc\x01"}); err != nil {
+			if _, err := runValidated(t, h, "/csi.v1.Controller/CreateVolume", &csi.CreateVolumeRequest{Name: "pvc\x01"}); err != nil {
 				t.Fatalf("CreateVolume = %v, want forwarded", err)
 			}
 			if got := valForwarded(fake); len(got) != 1 {
@@ -347,8 +347,8 @@ func TestValidateRefusalSurvivesCanonicalize(t *testing.T) {
 		bes := map[string]backends.Backend{"fake": validationFake(tc.caps, nil)}
 		inner := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
 		outer := chain(dispatch(routes, bes), canonicalize(redact.NewRedactor()), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
-		errIn, _ := runValidated(t, inner, "/csi.v1.Controller/DeleteVolume", tc.req)
-		errOut, _ := runValidated(t, outer, "/csi.v1.Controller/DeleteVolume", tc.req)
+		_, errIn := runValidated(t, inner, "/csi.v1.Controller/DeleteVolume", tc.req)
+		_, errOut := runValidated(t, outer, "/csi.v1.Controller/DeleteVolume", tc.req)
 		if status.Code(errIn) != tc.code || status.Convert(errIn).Message() != status.Convert(errOut).Message() || status.Code(errOut) != tc.code {
 			t.Errorf("validate alone: %v; under canonicalize: %v; want %v both, same message", errIn, errOut, tc.code)
 		}

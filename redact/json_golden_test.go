@@ -72,6 +72,7 @@ func goldenCorpus(t *testing.T) []goldenCase {
 		{"UnknownFields", withUnknown(&csi.CreateVolumeRequest{Name: "pvc-1", Secrets: canarySecrets(),
 			VolumeCapabilities: []*csi.VolumeCapability{withUnknown(mountCap("ro")).(*csi.VolumeCapability)}})},
 		{"NodeGetInfo", &csi.NodeGetInfoResponse{NodeId: "node-1", MaxVolumesPerNode: 16, AccessibleTopology: withUnknown(&csi.Topology{}).(*csi.Topology)}},
+		//lint:ignore SA1019 the golden corpus pins how a deprecated field (replication's volume_id) is written
 		{"Addons", &replication.EnableVolumeReplicationRequest{VolumeId: "vol-1", ReplicationId: "r-1",
 			Parameters: map[string]string{"mode": "sync"}, Secrets: canarySecrets()}},
 		{"DescriptorProto2", createProto},

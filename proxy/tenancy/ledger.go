@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Ledger records which tenant owns which backend object, durably: a bbolt file, each change
@@ -81,7 +82,7 @@ func Open(path string, quotas map[string]Quota, opts ...Option) (*Ledger, error)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%s is in use by another process (one gateway per ledger)", path)
 		}
 		return nil, err
