@@ -41,9 +41,10 @@ func ParseValidationMode(s string) (ValidationMode, error) {
 	return "", fmt.Errorf("unknown validation mode %q; use enforce, warn or off", s)
 }
 
-// validate checks every call of a known CSI or VolumeGroup method against the spec: the
-// request (required fields, sizes, formats), what the backend the method routes to
-// advertises (capability gating), and the backend's answer. In enforce mode a broken request
+// validate checks every call of a known CSI or VolumeGroup method against the spec's rules
+// (package csispec): the request (required fields, sizes, formats), what the backend the
+// method routes to advertises (capability gating), and the backend's answer. This middleware
+// only decodes the call, supplies the capabilities and acts on what csispec finds. In enforce mode a broken request
 // never reaches the backend and a malformed answer never reaches the caller; in warn mode both
 // are logged and forwarded; off (or "") adds nothing to the chain.
 //
