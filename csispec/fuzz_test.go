@@ -53,7 +53,9 @@ func (f fuzzCaps) Has(_ context.Context, _ string, kind CapKind, cap int32) (boo
 // gives the same violations, in the same order, every time), records no empty violation and
 // at most MaxViolations, and finds the same whether it reads a message's Go struct or reads
 // it through protoreflect alone (see sameThroughReflect). The second selector picks which
-// capabilities the backend lacks.
+// capabilities the backend lacks. Besides the seeds below, testdata/fuzz/FuzzCheck holds
+// those of proxy's FuzzValidateRequest (a valid request of every method, and every request
+// and answer of the validation tests' rule tables), by method.
 func FuzzCheck(f *testing.F) {
 	names, in, out := fuzzMethods(f)
 	index := func(method string) uint8 { return uint8(slices.Index(names, method)) }
