@@ -37,11 +37,22 @@ type serverConn struct {
 	handlers atomic.Int32
 	draining atomic.Bool // GOAWAY sent
 	drained  atomic.Bool // draining and the last stream ended
+
+	// Keepalive enforcement (ServerConfig.KeepaliveMinTime); reader goroutine only.
+	lastPing    time.Time
+	pingStrikes int
 }
+
+// maxPingStrikes is how many PINGs closer than KeepaliveMinTime a connection may send before
+// it is closed (grpc-go's number).
+const maxPingStrikes = 2
+
+// errTooManyPings ends a connection whose client pings more often than KeepaliveMinTime.
+var errTooManyPings = errors.New("too_many_pings")
 
 func newServerConn(s *Server, nc net.Conn, auth credentials.AuthInfo) *serverConn {
 	sc := &serverConn{srv: s}
-	sc.init(nc)
+	sc.init(nc, s.cfg.MaxFrameSize, s.cfg.MaxHeaderListSize)
 	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	ctx := peer.NewContext(context.Background(), sc.peer)
 	if len(s.sh) > 0 {
@@ -92,8 +103,13 @@ func (sc *serverConn) serve() {
 			continue
 		}
 		var ce http2.ConnectionError
-		if errors.As(err, &ce) {
-			sc.connError(http2.ErrCode(ce))
+		switch {
+		case errors.As(err, &ce):
+			sc.connError(http2.ErrCode(ce), "")
+		case errors.Is(err, http2.ErrFrameTooLarge):
+			sc.connError(http2.ErrCodeFrameSize, "")
+		case err == errTooManyPings:
+			sc.connError(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
 		}
 		return
 	}
@@ -114,6 +130,9 @@ func (sc *serverConn) handle(f http2.Frame) error {
 	case *http2.SettingsFrame:
 		return sc.onSettings(f, nil)
 	case *http2.PingFrame:
+		if err := sc.enforceKeepalive(f); err != nil {
+			return err
+		}
 		return sc.onPing(f)
 	case *http2.WindowUpdateFrame:
 		return sc.onWindowUpdate(f)
@@ -150,10 +169,34 @@ func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
 	sc.queueRST(id, code)
 }
 
-// connError sends GOAWAY(code) (best effort) and closes the connection.
-func (sc *serverConn) connError(code http2.ErrCode) {
-	sc.w.queue(ctlFrame{kind: ctlGoAway, streamID: sc.maxID.Load(), code: code})
+// connError sends GOAWAY(code, debug) (best effort) and closes the connection.
+func (sc *serverConn) connError(code http2.ErrCode, debug string) {
+	sc.w.queue(ctlFrame{kind: ctlGoAway, streamID: sc.maxID.Load(), code: code, debug: debug})
 	sc.nc.Close()
+}
+
+// enforceKeepalive counts a PING that comes sooner than KeepaliveMinTime after the previous
+// one as a strike, and fails with errTooManyPings past maxPingStrikes, as grpc-go's server
+// does. As there, a PING after the server sent HEADERS or DATA clears the strikes: clients
+// measure the bandwidth-delay product with PINGs answering data they receive.
+func (sc *serverConn) enforceKeepalive(f *http2.PingFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	now := time.Now()
+	defer func() { sc.lastPing = now }()
+	if sc.w.sentStream.Load() {
+		sc.w.sentStream.Store(false)
+		sc.pingStrikes = 0
+		return nil
+	}
+	if !sc.lastPing.IsZero() && now.Sub(sc.lastPing) < sc.srv.cfg.KeepaliveMinTime {
+		sc.pingStrikes++
+	}
+	if sc.pingStrikes > maxPingStrikes {
+		return errTooManyPings
+	}
+	return nil
 }
 
 func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) error {
@@ -298,6 +341,11 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 	st.s.sendWin, st.s.winBase, st.s.winInit = sc.peerInitWin, sc.peerInitWin, true
 	sc.streams[id] = st
 	sc.mu.Unlock()
+	if d := sc.srv.cfg.FirstMessageTimeout; d > 0 && !end {
+		st.s.rb.mu.Lock() // the timer's function reads it under the lock
+		st.s.rb.firstTimer = time.AfterFunc(d, st.firstMessageLate)
+		st.s.rb.mu.Unlock()
+	}
 
 	var ctx context.Context
 	if hasTimeout {
