@@ -27,6 +27,8 @@ const (
 	// drainReadTimeout bounds how long a drained connection waits for the client to close
 	// before closing it (closing at once could reset data the client has not read yet).
 	drainReadTimeout = time.Second
+	// closeWriteTimeout bounds the last write (a GOAWAY) to a connection closed for an error.
+	closeWriteTimeout = time.Second
 )
 
 // ErrServerStopped is what Serve returns when called after Stop or GracefulStop.

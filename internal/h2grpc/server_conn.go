@@ -169,9 +169,13 @@ func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
 	sc.queueRST(id, code)
 }
 
-// connError sends GOAWAY(code, debug) (best effort) and closes the connection.
+// connError sends GOAWAY(code, debug) and closes the connection. The GOAWAY is flushed
+// before the close (so the client learns why), within closeWriteTimeout: a writer stuck on a
+// client that does not read fails then and leaves the write lock.
 func (sc *serverConn) connError(code http2.ErrCode, debug string) {
 	sc.w.queue(ctlFrame{kind: ctlGoAway, streamID: sc.maxID.Load(), code: code, debug: debug})
+	_ = sc.nc.SetWriteDeadline(time.Now().Add(closeWriteTimeout))
+	sc.w.flushThen(func() {})
 	sc.nc.Close()
 }
 
