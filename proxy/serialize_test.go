@@ -141,6 +141,8 @@ func startSerialHarness(t *testing.T, f backends.Backend) (*serverHarness, *Seri
 	ts := startServerHarness(t, Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "fake"}},
 		Backends: map[string]backends.Backend{"fake": f},
+		// A thousand identical calls in flight on the harness's one connection.
+		Limits: TransportLimits{MaxConcurrentStreams: 2000},
 	}, ListenerPolicy{}, slog.LevelInfo)
 	return ts, ts.srv.serializer()
 }
