@@ -35,7 +35,7 @@ type callStats struct {
 func newCallStats() *callStats { return &callStats{ends: make(chan error, 100)} }
 
 func (s *callStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (s *callStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context  { return ctx }
+func (s *callStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
 func (s *callStats) HandleConn(_ context.Context, cs stats.ConnStats) {
 	if _, ok := cs.(*stats.ConnBegin); ok {
 		s.connBegins.Add(1)

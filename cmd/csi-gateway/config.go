@@ -32,6 +32,7 @@ type Config struct {
 	Admin     AdminConfig              `mapstructure:"admin"`
 	Tracing   TracingConfig            `mapstructure:"tracing"`
 	Timeouts  proxy.TimeoutConfig      `mapstructure:"timeouts"`
+	Limits    proxy.TransportLimits    `mapstructure:"limits"`
 	Tenancy   TenancyConfig            `mapstructure:"tenancy"`
 	// Validation is enforce, warn or off (docs/validation.md).
 	Validation string `mapstructure:"validation"`
@@ -215,6 +216,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("tracing.endpoint", "")
 	v.SetDefault("tracing.insecure", false)
 	v.SetDefault("tracing.sampleRatio", -1.0)
+	setLimitDefaults(v)
 	v.SetEnvPrefix("CSIGW")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
@@ -339,8 +341,12 @@ func (c *Config) validate() error {
 	if _, err := proxy.ParseValidationMode(c.Validation); err != nil {
 		return fmt.Errorf("validation: %w", err)
 	}
-	if _, err := proxy.ParseTransport(c.Transport); err != nil {
+	transport, err := proxy.ParseTransport(c.Transport)
+	if err != nil {
 		return fmt.Errorf("transport: %w", err)
+	}
+	if err := c.Limits.Validate(transport); err != nil {
+		return err
 	}
 	if err := c.validateTenancy(); err != nil {
 		return err
@@ -428,6 +434,19 @@ func validateBackendSecurity(key string, b BackendConfig) error {
 		return fmt.Errorf("%s.tls.minVersion: %w", key, err)
 	}
 	return nil
+}
+
+// setLimitDefaults makes every limits key known to viper with its default, so that
+// CSIGW_LIMITS_* variables set it too.
+func setLimitDefaults(v *viper.Viper) {
+	d := proxy.DefaultTransportLimits
+	for key, val := range map[string]any{
+		"maxFrameSize": d.MaxFrameSize, "maxHeaderListSize": d.MaxHeaderListSize,
+		"maxConcurrentStreams": d.MaxConcurrentStreams, "maxConnections": d.MaxConnections,
+		"firstMessageTimeout": d.FirstMessageTimeout, "writeTimeout": d.WriteTimeout, "keepaliveMinTime": d.KeepaliveMinTime,
+	} {
+		v.SetDefault("limits."+key, val)
+	}
 }
 
 func parseSocketMode(s string) (fs.FileMode, error) {

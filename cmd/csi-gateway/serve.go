@@ -108,7 +108,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation, Tenancy: ledger, Transport: transport,
+		Validation: validation, Tenancy: ledger, Transport: transport, Limits: cfg.Limits,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
