@@ -31,7 +31,8 @@ type TransportLimits struct {
 	MaxConnections int `mapstructure:"maxConnections"`
 	// FirstMessageTimeout bounds how long a call's first request message may take to arrive
 	// after its headers (the call's deadline, when sooner, still ends it first); then the call
-	// ends and its handler returns.
+	// ends and its handler returns. It also bounds a new connection's handshake (TLS) and
+	// HTTP/2 preface: a connection that says nothing must not hold one of MaxConnections.
 	FirstMessageTimeout time.Duration `mapstructure:"firstMessageTimeout"`
 	// WriteTimeout bounds how long an answer may wait for a caller that does not read (opens
 	// no flow-control window); then the stream ends.
@@ -112,6 +113,7 @@ func (l TransportLimits) h2grpcConfig(cfg *h2grpc.ServerConfig) {
 	cfg.MaxConcurrentStreams = l.MaxConcurrentStreams
 	cfg.KeepaliveMinTime = l.KeepaliveMinTime
 	cfg.FirstMessageTimeout = l.FirstMessageTimeout
+	cfg.HandshakeTimeout = l.FirstMessageTimeout
 	cfg.WriteTimeout = l.WriteTimeout
 }
 
@@ -124,6 +126,7 @@ func (l TransportLimits) grpcOptions(handler grpc.StreamHandler) []grpc.ServerOp
 	return []grpc.ServerOption{
 		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		grpc.ConnectionTimeout(l.FirstMessageTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.InTapHandle(g.tap),
 		grpc.UnknownServiceHandler(g.guard(handler)),

@@ -107,7 +107,8 @@ func TestMaxConnections(t *testing.T) {
 
 // TestFirstMessageTimeout: a call whose client sends its headers and never its message ends
 // after firstMessageTimeout on both transports, and its handler returns; the caller's stream
-// is ended (RST_STREAM, or trailers with DEADLINE_EXCEEDED).
+// is ended (RST_STREAM, or trailers with DEADLINE_EXCEEDED). A connection that never sends
+// the HTTP/2 preface is closed after it too.
 func TestFirstMessageTimeout(t *testing.T) {
 	for _, transport := range bothTransports {
 		t.Run(string(transport), func(t *testing.T) {
@@ -127,6 +128,19 @@ func TestFirstMessageTimeout(t *testing.T) {
 			c.SendMessage(3, nil)
 			if err := cs.nextEnd(t); err != nil {
 				t.Errorf("a call in time: %v", err)
+			}
+			// A connection that never sends its preface is closed as soon.
+			silent, err := net.Dial("unix", ts.sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
+			_ = silent.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for err == nil {
+				_, err = silent.Read(make([]byte, 256)) // the server's SETTINGS, then the close
+			}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("a silent connection: %v, want it closed", err)
 			}
 		})
 	}

@@ -21,9 +21,8 @@ const (
 	defaultMaxStreams     = 1000
 	// defaultKeepaliveMinTime is grpc-go's keepalive.EnforcementPolicy.MinTime default.
 	defaultKeepaliveMinTime = 5 * time.Minute
-	// handshakeTimeout bounds the transport handshake of an accepted connection (grpc-go's
-	// connection timeout).
-	handshakeTimeout = 120 * time.Second
+	// defaultHandshakeTimeout is grpc-go's connection timeout.
+	defaultHandshakeTimeout = 120 * time.Second
 	// drainReadTimeout bounds how long a drained connection waits for the client to close
 	// before closing it (closing at once could reset data the client has not read yet).
 	drainReadTimeout = time.Second
@@ -83,6 +82,10 @@ type ServerConfig struct {
 	// CANCEL) and SendMsg fails with DeadlineExceeded, so a client that does not read
 	// cannot hold a handler. 0: no bound but the call's deadline.
 	WriteTimeout time.Duration
+	// HandshakeTimeout bounds the transport handshake of an accepted connection (TLS, peer
+	// credentials), and then the client's HTTP/2 preface, like grpc.ConnectionTimeout. 0 means
+	// 120 seconds, grpc-go's default.
+	HandshakeTimeout time.Duration
 }
 
 // Server accepts gRPC connections and runs Handler for every call. Its methods are safe for
@@ -118,6 +121,9 @@ func NewServer(cfg ServerConfig) *Server {
 	cfg.MaxFrameSize = min(max(cfg.MaxFrameSize, defaultMaxFrameSize), 1<<24-1)
 	if cfg.MaxHeaderListSize == 0 {
 		cfg.MaxHeaderListSize = maxHeaderListSize
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = defaultHandshakeTimeout
 	}
 	if cfg.KeepaliveMinTime <= 0 {
 		cfg.KeepaliveMinTime = defaultKeepaliveMinTime
@@ -200,7 +206,7 @@ func (s *Server) Serve(l net.Listener) error {
 // serveConn makes the transport handshake of raw and serves the connection until it ends.
 func (s *Server) serveConn(raw net.Conn) {
 	defer s.connWG.Done()
-	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	_ = raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	nc, auth, err := s.cfg.Creds.ServerHandshake(raw)
 	if err != nil {
 		raw.Close()

@@ -71,7 +71,7 @@ func (sc *serverConn) serve() {
 	}
 	defer sc.shutdown()
 	var pre [len(http2.ClientPreface)]byte
-	_ = sc.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	_ = sc.nc.SetReadDeadline(time.Now().Add(sc.srv.cfg.HandshakeTimeout))
 	if _, err := io.ReadFull(sc.br, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
 		return
 	}
