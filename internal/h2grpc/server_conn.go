@@ -41,6 +41,33 @@ type serverConn struct {
 	// Keepalive enforcement (ServerConfig.KeepaliveMinTime); reader goroutine only.
 	lastPing    time.Time
 	pingStrikes int
+	// gaps are the last ranges of client stream ids skipped when a stream opened with an id
+	// more than 2 above the previous one (gRPC clients skip none); reader goroutine only.
+	gaps [maxGaps][2]uint32
+	nGap int
+}
+
+// maxGaps is how many skipped ranges a connection remembers: enough to tell a client that
+// goes back to a skipped id (PROTOCOL_ERROR) from one that reuses a closed stream
+// (STREAM_CLOSED) in every case but a client that skips ids over and over.
+const maxGaps = 4
+
+// noteSkipped records the ids a new stream id skips.
+func (sc *serverConn) noteSkipped(id uint32) {
+	if lo := sc.maxID.Load() + 2; id > lo {
+		sc.gaps[sc.nGap%maxGaps] = [2]uint32{lo, id - 2}
+		sc.nGap++
+	}
+}
+
+// skipped reports whether id is among the recorded skipped ids.
+func (sc *serverConn) skipped(id uint32) bool {
+	for _, g := range sc.gaps[:min(sc.nGap, maxGaps)] {
+		if g[0] <= id && id <= g[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // maxPingStrikes is how many PINGs closer than KeepaliveMinTime a connection may send before
@@ -135,7 +162,14 @@ func (sc *serverConn) handle(f http2.Frame) error {
 		}
 		return sc.onPing(f)
 	case *http2.WindowUpdateFrame:
+		if f.StreamID > sc.maxID.Load() {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // WINDOW_UPDATE on an idle stream
+		}
 		return sc.onWindowUpdate(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol} // §5.3.1
+		}
 	case *http2.GoAwayFrame:
 		// The client will open no more streams; those open finish normally.
 	case *http2.PushPromiseFrame:
@@ -206,20 +240,38 @@ func (sc *serverConn) enforceKeepalive(f *http2.PingFrame) error {
 func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) error {
 	id := f.StreamID
 	if st := sc.lookup(id); st != nil {
-		// Trailers from the client: they must end the stream.
-		if !f.StreamEnded() {
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		// Trailers from the client: they must end the stream, on a stream the client has not
+		// ended yet, and carry no pseudo-header (RFC 9113 §8.1).
+		rb := &st.core().rb
+		rb.mu.Lock()
+		ended := rb.eof
+		rb.mu.Unlock()
+		switch {
+		case ended:
+			return http2.ConnectionError(http2.ErrCodeStreamClosed) // half-closed (remote)
+		case !f.StreamEnded() || len(f.PseudoFields()) > 0:
+			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
-		st.core().rb.setEOF()
+		rb.setEOF()
 		return nil
 	}
 	if id%2 != 1 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	if id <= sc.maxID.Load() {
-		return nil // headers for a stream that ended here: ignore
+		// Not a new stream: one that was skipped (a smaller id than one already used), or one
+		// that is closed. gRPC clients send no HEADERS frame on a stream after its first.
+		if sc.skipped(id) {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	}
+	sc.noteSkipped(id)
 	sc.maxID.Store(id)
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		sc.queueRST(id, http2.ErrCodeProtocol) // a stream cannot depend on itself (§5.3.1)
+		return nil
+	}
 	if sc.draining.Load() {
 		sc.queueRST(id, http2.ErrCodeRefusedStream)
 		return nil
@@ -247,6 +299,7 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 		hasTimeout bool
 		headerErr  *status.Status
 		protoErr   bool
+		hasScheme  bool
 	)
 	for _, hf := range f.Fields {
 		switch hf.Name {
@@ -269,6 +322,10 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 			st.httpMethod = hf.Value
 		case ":path":
 			method = hf.Value
+		case ":scheme":
+			hasScheme = true
+		case "te":
+			protoErr = protoErr || hf.Value != "trailers" // the only TE value HTTP/2 allows
 		case "grpc-timeout":
 			hasTimeout = true
 			var err error
@@ -298,7 +355,9 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 		sc.earlyAbort(id, st.subtype, status.New(codes.Internal, "both :authority and host must have only one value as per HTTP/2 spec"), 400, !end)
 		return nil
 	}
-	if protoErr {
+	// A malformed request (RFC 9113 §8.2.2, §8.3.1: a connection-specific field, a TE other
+	// than "trailers", a missing :method, :scheme or :path, an empty :path) is a stream error.
+	if protoErr || st.httpMethod == "" || method == "" || !hasScheme {
 		sc.queueRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
