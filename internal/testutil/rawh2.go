@@ -63,6 +63,19 @@ func (c *RawH2) RequestBlock(path string, extra ...hpack.HeaderField) []byte {
 	return bytes.Clone(c.hb.Bytes())
 }
 
+// WriteHeaders sends one HEADERS frame on stream id holding exactly fields (END_STREAM when
+// end): trailers, or a request missing what a request needs.
+func (c *RawH2) WriteHeaders(id uint32, end bool, fields ...hpack.HeaderField) {
+	c.T.Helper()
+	c.hb.Reset()
+	for _, f := range fields {
+		_ = c.enc.WriteField(f)
+	}
+	if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndStream: end, EndHeaders: true}); err != nil {
+		c.T.Fatal(err)
+	}
+}
+
 // Open starts stream id, a request for path, without ending it.
 func (c *RawH2) Open(id uint32, path string, extra ...hpack.HeaderField) {
 	c.T.Helper()
