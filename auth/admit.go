@@ -50,10 +50,10 @@ func (c AdmittingCredentials) ServerHandshake(conn net.Conn) (net.Conn, credenti
 	}
 	id := IdentityOf(info)
 	if err := c.Admit.Authorize(id); err != nil {
-		nc.Close()
 		if c.Refused != nil {
-			c.Refused(id, err)
+			c.Refused(id, err) // before the close, which the caller sees at once
 		}
+		nc.Close()
 		return nil, nil, fmt.Errorf("caller refused: %w", err)
 	}
 	return nc, info, nil

@@ -36,8 +36,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return &limitedConn{Conn: c, l: l}, nil
 		}
 		l.open.Add(-1)
-		c.Close()
 		l.refusals.warn("connection closed: the listener has limits.maxConnections open", "max_connections", l.max)
+		c.Close()
 	}
 }
 
