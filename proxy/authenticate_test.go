@@ -117,88 +117,86 @@ func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.Aut
 // counters count.
 func TestRefusedCallerReadsNothing(t *testing.T) {
 	uid := uint32(os.Getuid())
-	for _, transport := range bothTransports {
-		t.Run(string(transport), func(t *testing.T) {
-			cs := newCallStats()
-			opts := serverFakeOptions(&serverFake{})
-			opts.Transport, opts.StatsHandlers = transport, []stats.Handler{cs}
-			opts.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
-			srv, err := NewServer(opts)
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		cs := newCallStats()
+		opts := serverFakeOptions(&serverFake{})
+		opts.Transport, opts.StatsHandlers = transport, []stats.Handler{cs}
+		opts.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		srv, err := NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+		})
+		serve := func(l net.Listener, p ListenerPolicy) { go srv.Serve(l, p) }
+		probe := func(target string, creds credentials.TransportCredentials) error {
+			conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				srv.Shutdown(ctx)
-			})
-			serve := func(l net.Listener, p ListenerPolicy) { go srv.Serve(l, p) }
-			probe := func(target string, creds credentials.TransportCredentials) error {
-				conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
-				if err != nil {
-					t.Fatal(err)
+			defer conn.Close()
+			_, err = csi.NewIdentityClient(conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
+			return err
+		}
+		check := func(what string, err error, read int64, wantServed bool) {
+			t.Helper()
+			begins := cs.connBegins.Load()
+			if wantServed {
+				if err != nil || begins == 0 || read == 0 {
+					t.Errorf("%s: %v, %d connections begun, %d bytes read; want served", what, err, begins, read)
 				}
-				defer conn.Close()
-				_, err = csi.NewIdentityClient(conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
-				return err
+				return
 			}
-			check := func(what string, err error, read int64, wantServed bool) {
-				t.Helper()
-				begins := cs.connBegins.Load()
-				if wantServed {
-					if err != nil || begins == 0 || read == 0 {
-						t.Errorf("%s: %v, %d connections begun, %d bytes read; want served", what, err, begins, read)
-					}
-					return
-				}
-				if status.Code(err) != codes.Unavailable || begins != 0 || read != 0 {
-					t.Errorf("%s: %v, %d HTTP/2 connections begun, %d bytes read; want UNAVAILABLE, 0 and 0", what, err, begins, read)
-				}
+			if status.Code(err) != codes.Unavailable || begins != 0 || read != 0 {
+				t.Errorf("%s: %v, %d HTTP/2 connections begun, %d bytes read; want UNAVAILABLE, 0 and 0", what, err, begins, read)
 			}
+		}
 
-			t.Run("uid not in allowUIDs", func(t *testing.T) {
-				cs.connBegins.Store(0)
-				dir := t.TempDir()
-				var ls [2]*countingUnixListener
-				for i, p := range []ListenerPolicy{{AllowUIDs: []uint32{uid + 1}}, {}} {
-					l, err := Listen(Endpoint{Scheme: "unix", Address: filepath.Join(dir, fmt.Sprintf("%d.sock", i))}, 0o600)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ls[i] = &countingUnixListener{Listener: l}
-					serve(ls[i], p)
-				}
-				err := probe("unix://"+ls[0].Addr().String(), insecure.NewCredentials())
-				check("a refused uid", err, ls[0].read.Load(), false)
-				err = probe("unix://"+ls[1].Addr().String(), insecure.NewCredentials())
-				check("an admitted uid", err, ls[1].read.Load(), true)
-			})
-
-			t.Run("certificate not in clients", func(t *testing.T) {
-				cs.connBegins.Store(0)
-				ca := testutil.NewCA(t, "gateway CA")
-				var files tlsconf.ServerFiles
-				files.Cert, files.Key, files.ClientCA = testutil.ServerPEMFiles(t, t.TempDir(), ca, ca.NewServerLeaf(t))
-				ts, err := tlsconf.NewServer(files)
+		t.Run("uid not in allowUIDs", func(t *testing.T) {
+			cs.connBegins.Store(0)
+			dir := t.TempDir()
+			var ls [2]*countingUnixListener
+			for i, p := range []ListenerPolicy{{AllowUIDs: []uint32{uid + 1}}, {}} {
+				l, err := Listen(Endpoint{Scheme: "unix", Address: filepath.Join(dir, fmt.Sprintf("%d.sock", i))}, 0o600)
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { ts.Close() })
-				l, err := Listen(Endpoint{Scheme: "tcp", Address: "127.0.0.1:0"}, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var read atomic.Int64
-				serve(l, ListenerPolicy{Creds: countingCreds{TransportCredentials: credentials.NewTLS(ts.Config()), read: &read},
-					Clients: auth.ClientAllowList{Key: "listeners[0].clients", Rules: []auth.ClientRule{{URI: mtlsAllowed}}}})
-				withURI := func(uri string) credentials.TransportCredentials {
-					return credentials.NewTLS(testutil.ClientTLS(t, []*testutil.CA{ca}, ca.NewLeaf(t, testutil.Leaf{URIs: []string{uri}}), 0, 0))
-				}
-				err = probe("passthrough:///"+l.Addr().String(), withURI("spiffe://example.org/intruder"))
-				check("an unlisted certificate", err, read.Load(), false)
-				err = probe("passthrough:///"+l.Addr().String(), withURI(mtlsAllowed))
-				check("a listed certificate", err, read.Load(), true)
-			})
+				ls[i] = &countingUnixListener{Listener: l}
+				serve(ls[i], p)
+			}
+			err := probe("unix://"+ls[0].Addr().String(), insecure.NewCredentials())
+			check("a refused uid", err, ls[0].read.Load(), false)
+			err = probe("unix://"+ls[1].Addr().String(), insecure.NewCredentials())
+			check("an admitted uid", err, ls[1].read.Load(), true)
 		})
-	}
+
+		t.Run("certificate not in clients", func(t *testing.T) {
+			cs.connBegins.Store(0)
+			ca := testutil.NewCA(t, "gateway CA")
+			var files tlsconf.ServerFiles
+			files.Cert, files.Key, files.ClientCA = testutil.ServerPEMFiles(t, t.TempDir(), ca, ca.NewServerLeaf(t))
+			ts, err := tlsconf.NewServer(files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ts.Close() })
+			l, err := Listen(Endpoint{Scheme: "tcp", Address: "127.0.0.1:0"}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var read atomic.Int64
+			serve(l, ListenerPolicy{Creds: countingCreds{TransportCredentials: credentials.NewTLS(ts.Config()), read: &read},
+				Clients: auth.ClientAllowList{Key: "listeners[0].clients", Rules: []auth.ClientRule{{URI: mtlsAllowed}}}})
+			withURI := func(uri string) credentials.TransportCredentials {
+				return credentials.NewTLS(testutil.ClientTLS(t, []*testutil.CA{ca}, ca.NewLeaf(t, testutil.Leaf{URIs: []string{uri}}), 0, 0))
+			}
+			err = probe("passthrough:///"+l.Addr().String(), withURI("spiffe://example.org/intruder"))
+			check("an unlisted certificate", err, read.Load(), false)
+			err = probe("passthrough:///"+l.Addr().String(), withURI(mtlsAllowed))
+			check("a listed certificate", err, read.Load(), true)
+		})
+	})
 }

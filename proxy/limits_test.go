@@ -23,8 +23,6 @@ import (
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
-var bothTransports = []Transport{TransportFrames, TransportGRPC}
-
 // callStats is a stats handler that counts connections the HTTP/2 layer began and passes on
 // each call's end (its handler returned) with its error.
 type callStats struct {
@@ -68,41 +66,39 @@ func startLimitsHarness(t *testing.T, transport Transport, limits TransportLimit
 	cs := newCallStats()
 	opts := serverFakeOptions(fake)
 	opts.Transport, opts.Limits, opts.StatsHandlers = transport, limits, []stats.Handler{cs}
-	return startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo), cs
+	return startServerHarness(t, transport, opts, ListenerPolicy{}, slog.LevelInfo), cs
 }
 
 // TestMaxConnections: with maxConnections open on a listener, the next connection is
 // accepted and closed at once, on both transports, while the open ones keep being served.
 // Without the bound the extra connection would stay open and the test would time out.
 func TestMaxConnections(t *testing.T) {
-	for _, transport := range bothTransports {
-		t.Run(string(transport), func(t *testing.T) {
-			ts, _ := startLimitsHarness(t, transport, TransportLimits{MaxConnections: 2}, &serverFake{})
-			probe := func() error {
-				_, err := csi.NewIdentityClient(ts.conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
-				return err
-			}
-			if err := probe(); err != nil { // connection 1: the bystander
-				t.Fatal(err)
-			}
-			testutil.DialRawH2(t, "unix", ts.sock) // connection 2, served: the server's SETTINGS came
-			extra, err := net.Dial("unix", ts.sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer extra.Close()
-			_ = extra.SetReadDeadline(time.Now().Add(20 * time.Second))
-			if _, err := extra.Read(make([]byte, 64)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
-				t.Errorf("a connection past the limit: read %v, want it closed", err)
-			}
-			if err := probe(); err != nil {
-				t.Errorf("the bystander after the refusal: %v", err)
-			}
-			if lines := ts.log.lines(t, "connection closed: the listener has limits.maxConnections open"); len(lines) != 1 {
-				t.Errorf("refusal log lines: %v, want one", lines)
-			}
-		})
-	}
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		ts, _ := startLimitsHarness(t, transport, TransportLimits{MaxConnections: 2}, &serverFake{})
+		probe := func() error {
+			_, err := csi.NewIdentityClient(ts.conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
+			return err
+		}
+		if err := probe(); err != nil { // connection 1: the bystander
+			t.Fatal(err)
+		}
+		testutil.DialRawH2(t, "unix", ts.sock) // connection 2, served: the server's SETTINGS came
+		extra, err := net.Dial("unix", ts.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer extra.Close()
+		_ = extra.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := extra.Read(make([]byte, 64)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("a connection past the limit: read %v, want it closed", err)
+		}
+		if err := probe(); err != nil {
+			t.Errorf("the bystander after the refusal: %v", err)
+		}
+		if lines := ts.log.lines(t, "connection closed: the listener has limits.maxConnections open"); len(lines) != 1 {
+			t.Errorf("refusal log lines: %v, want one", lines)
+		}
+	})
 }
 
 // TestFirstMessageTimeout: a call whose client sends its headers and never its message ends
@@ -110,40 +106,38 @@ func TestMaxConnections(t *testing.T) {
 // is ended (RST_STREAM, or trailers with DEADLINE_EXCEEDED). A connection that never sends
 // the HTTP/2 preface is closed after it too.
 func TestFirstMessageTimeout(t *testing.T) {
-	for _, transport := range bothTransports {
-		t.Run(string(transport), func(t *testing.T) {
-			fake := &serverFake{}
-			ts, cs := startLimitsHarness(t, transport, TransportLimits{FirstMessageTimeout: 50 * time.Millisecond}, fake)
-			c, _ := testutil.DialRawH2(t, "unix", ts.sock)
-			c.Open(1, "/csi.v1.Identity/Probe")
-			c.UntilEnd(1)
-			if err := cs.nextEnd(t); status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Canceled {
-				t.Errorf("the handler returned %v, want DEADLINE_EXCEEDED or CANCELED", err)
-			}
-			if n := len(fake.recorded()); n != 0 {
-				t.Errorf("the backend was called %d times", n)
-			}
-			// A message in time is served.
-			c.Open(3, "/csi.v1.Identity/Probe")
-			c.SendMessage(3, nil)
-			if err := cs.nextEnd(t); err != nil {
-				t.Errorf("a call in time: %v", err)
-			}
-			// A connection that never sends its preface is closed as soon.
-			silent, err := net.Dial("unix", ts.sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer silent.Close()
-			_ = silent.SetReadDeadline(time.Now().Add(20 * time.Second))
-			for err == nil {
-				_, err = silent.Read(make([]byte, 256)) // the server's SETTINGS, then the close
-			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
-				t.Errorf("a silent connection: %v, want it closed", err)
-			}
-		})
-	}
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		fake := &serverFake{}
+		ts, cs := startLimitsHarness(t, transport, TransportLimits{FirstMessageTimeout: 50 * time.Millisecond}, fake)
+		c, _ := testutil.DialRawH2(t, "unix", ts.sock)
+		c.Open(1, "/csi.v1.Identity/Probe")
+		c.UntilEnd(1)
+		if err := cs.nextEnd(t); status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Canceled {
+			t.Errorf("the handler returned %v, want DEADLINE_EXCEEDED or CANCELED", err)
+		}
+		if n := len(fake.recorded()); n != 0 {
+			t.Errorf("the backend was called %d times", n)
+		}
+		// A message in time is served.
+		c.Open(3, "/csi.v1.Identity/Probe")
+		c.SendMessage(3, nil)
+		if err := cs.nextEnd(t); err != nil {
+			t.Errorf("a call in time: %v", err)
+		}
+		// A connection that never sends its preface is closed as soon.
+		silent, err := net.Dial("unix", ts.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer silent.Close()
+		_ = silent.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for err == nil {
+			_, err = silent.Read(make([]byte, 256)) // the server's SETTINGS, then the close
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("a silent connection: %v, want it closed", err)
+		}
+	})
 }
 
 // TestWriteTimeout: a client that never opens its receive window holds the handler of a
@@ -157,19 +151,17 @@ func TestWriteTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, transport := range bothTransports {
-		t.Run(string(transport), func(t *testing.T) {
-			fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return big, nil }}
-			ts, cs := startLimitsHarness(t, transport, TransportLimits{WriteTimeout: 50 * time.Millisecond}, fake)
-			c, _ := testutil.DialRawH2(t, "unix", ts.sock, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-			c.Open(1, "/csi.v1.Identity/GetPluginInfo")
-			c.SendMessage(1, nil)
-			err := cs.nextEnd(t)
-			if transport == TransportFrames && status.Code(err) != codes.DeadlineExceeded {
-				t.Errorf("the handler returned %v, want DEADLINE_EXCEEDED", err)
-			}
-		})
-	}
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return big, nil }}
+		ts, cs := startLimitsHarness(t, transport, TransportLimits{WriteTimeout: 50 * time.Millisecond}, fake)
+		c, _ := testutil.DialRawH2(t, "unix", ts.sock, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		c.Open(1, "/csi.v1.Identity/GetPluginInfo")
+		c.SendMessage(1, nil)
+		err := cs.nextEnd(t)
+		if transport == TransportFrames && status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("the handler returned %v, want DEADLINE_EXCEEDED", err)
+		}
+	})
 }
 
 // TestFrameLimits: the frame-level limits hold on both transports: the settings announced,
@@ -178,61 +170,59 @@ func TestWriteTimeout(t *testing.T) {
 // ENHANCE_YOUR_CALM.
 func TestFrameLimits(t *testing.T) {
 	limits := TransportLimits{MaxHeaderListSize: 8 << 10, MaxConcurrentStreams: 7, KeepaliveMinTime: time.Hour}
-	for _, transport := range bothTransports {
-		t.Run(string(transport), func(t *testing.T) {
-			fake := &serverFake{}
-			ts, _ := startLimitsHarness(t, transport, limits, fake)
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		fake := &serverFake{}
+		ts, _ := startLimitsHarness(t, transport, limits, fake)
 
-			c, sf := testutil.DialRawH2(t, "unix", ts.sock)
-			for id, want := range map[http2.SettingID]uint32{http2.SettingMaxConcurrentStreams: 7, http2.SettingMaxHeaderListSize: 8 << 10} {
-				if v, ok := sf.Value(id); !ok || v != want {
-					t.Errorf("%v: %d %v, want %d", id, v, ok, want)
-				}
+		c, sf := testutil.DialRawH2(t, "unix", ts.sock)
+		for id, want := range map[http2.SettingID]uint32{http2.SettingMaxConcurrentStreams: 7, http2.SettingMaxHeaderListSize: 8 << 10} {
+			if v, ok := sf.Value(id); !ok || v != want {
+				t.Errorf("%v: %d %v, want %d", id, v, ok, want)
 			}
-			if v, ok := sf.Value(http2.SettingMaxFrameSize); ok && v != 16384 {
-				t.Errorf("SETTINGS_MAX_FRAME_SIZE %d, want 16384", v)
+		}
+		if v, ok := sf.Value(http2.SettingMaxFrameSize); ok && v != 16384 {
+			t.Errorf("SETTINGS_MAX_FRAME_SIZE %d, want 16384", v)
+		}
+		var pad []hpack.HeaderField
+		for range 4 {
+			pad = append(pad, hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("p", 3000)})
+		}
+		c.Open(1, "/csi.v1.Identity/Probe", pad...)
+		c.SendMessage(1, nil)
+		if end, ok := c.UntilEnd(1).(*http2.RSTStreamFrame); !ok {
+			t.Errorf("a header list over the limit: %v, want RST_STREAM", end)
+		}
+		if n := len(fake.recorded()); n != 0 {
+			t.Errorf("the backend was called %d times", n)
+		}
+		if _, err := c.Conn.Write([]byte{0xff, 0xff, 0xff, byte(http2.FrameData), 0, 0, 0, 0, 3}); err != nil {
+			t.Fatal(err)
+		}
+		// The connection ends (grpc-go closes it without a GOAWAY).
+		for {
+			f, err := c.Framer.ReadFrame()
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("a 16 MiB DATA header: the connection stays open")
 			}
-			var pad []hpack.HeaderField
-			for range 4 {
-				pad = append(pad, hpack.HeaderField{Name: "x-pad", Value: strings.Repeat("p", 3000)})
+			if err != nil {
+				break
 			}
-			c.Open(1, "/csi.v1.Identity/Probe", pad...)
-			c.SendMessage(1, nil)
-			if end, ok := c.UntilEnd(1).(*http2.RSTStreamFrame); !ok {
-				t.Errorf("a header list over the limit: %v, want RST_STREAM", end)
+			if ga, ok := f.(*http2.GoAwayFrame); ok && ga.ErrCode != http2.ErrCodeFrameSize {
+				t.Errorf("a 16 MiB DATA header: GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
 			}
-			if n := len(fake.recorded()); n != 0 {
-				t.Errorf("the backend was called %d times", n)
-			}
-			if _, err := c.Conn.Write([]byte{0xff, 0xff, 0xff, byte(http2.FrameData), 0, 0, 0, 0, 3}); err != nil {
-				t.Fatal(err)
-			}
-			// The connection ends (grpc-go closes it without a GOAWAY).
-			for {
-				f, err := c.Framer.ReadFrame()
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					t.Fatalf("a 16 MiB DATA header: the connection stays open")
-				}
-				if err != nil {
-					break
-				}
-				if ga, ok := f.(*http2.GoAwayFrame); ok && ga.ErrCode != http2.ErrCodeFrameSize {
-					t.Errorf("a 16 MiB DATA header: GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
-				}
-			}
+		}
 
-			c, _ = testutil.DialRawH2(t, "unix", ts.sock)
-			for n := range 10 {
-				if err := c.Framer.WritePing(false, [8]byte{byte(n)}); err != nil {
-					break // the server may have closed already
-				}
+		c, _ = testutil.DialRawH2(t, "unix", ts.sock)
+		for n := range 10 {
+			if err := c.Framer.WritePing(false, [8]byte{byte(n)}); err != nil {
+				break // the server may have closed already
 			}
-			if ga := c.UntilGoAway(); ga.ErrCode != http2.ErrCodeEnhanceYourCalm || string(ga.DebugData()) != "too_many_pings" {
-				t.Errorf("a ping flood: GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", ga.ErrCode, ga.DebugData())
-			}
-		})
-	}
+		}
+		if ga := c.UntilGoAway(); ga.ErrCode != http2.ErrCodeEnhanceYourCalm || string(ga.DebugData()) != "too_many_pings" {
+			t.Errorf("a ping flood: GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", ga.ErrCode, ga.DebugData())
+		}
+	})
 }
 
 func TestTransportLimitsValidate(t *testing.T) {

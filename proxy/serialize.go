@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/internal/workers"
 )
@@ -26,6 +27,9 @@ import (
 //     called once and every caller gets the same answer;
 //   - a different call on the same object while one is in flight gets ABORTED, naming the
 //     operation in flight (the spec's recovery for ABORTED is to retry with backoff).
+//
+// Objects are keyed by the names and IDs the caller sent, per tenant: a tenant's calls are
+// serialized among themselves, apart from other tenants' and from callers of no tenant.
 //
 // It is safe for concurrent use. Replicas do not coordinate: the CSI sidecars elect one
 // leader, so one replica sees a volume's calls.
@@ -107,13 +111,16 @@ func (s *Server) serializer() *Serializer {
 // messages.
 //
 // It belongs inside authorize and validation (a refused call never joins or blocks anything)
-// and the deadline limits (a flight carries a limited deadline), and outside canonicalize, so
-// the answer shared by joined callers is already the final status.
+// and the deadline limits (a flight carries a limited deadline); outside tenant scoping, so
+// that identical calls of a tenant are one call before tenancy takes a quota hold for it (ten
+// identical creates in flight hold the quota once, not ten times); and outside canonicalize,
+// so the answer shared by joined callers is already the final status. Its keys carry the
+// caller's tenant (objectKey): two tenants' calls never join nor refuse each other.
 func serializeCalls(sz *Serializer, log *slog.Logger, r *Redactor) Middleware {
 	return func(next Handler) Handler {
 		run := recoverPanics(log)(next)
 		return func(ctx context.Context, call *Call) error {
-			op, ok := operationOf(call)
+			op, ok := operationOf(call, auth.TenantFromContext(ctx))
 			if !ok {
 				return next(ctx, call)
 			}

@@ -73,7 +73,7 @@ var serialKeys = map[string]serialKey{
 
 // operation is one serialized call as the in-flight table sees it.
 type operation struct {
-	key   string // kind prefix + object id or name
+	key   string // objectKey: the caller's tenant, kind prefix and object id or name
 	scope string // the attachment it acts on; "" for the whole object
 	kind  objectKind
 	id    string
@@ -85,11 +85,12 @@ type operation struct {
 	call   *Call  // the call that performs it: its raw request, decoded only if needed
 }
 
-// operationOf returns the operation a call performs, or false when the call is not
-// serialized: a method not in serialKeys, a stream, a request that is not protobuf wire
-// format (the backend will say what is wrong with it) or one that leaves the key field empty.
-// It reads the key fields off the wire: a call that nothing else decodes is not decoded.
-func operationOf(call *Call) (operation, bool) {
+// operationOf returns the operation a call of tenant ("" for a caller of no tenant) performs,
+// or false when the call is not serialized: a method not in serialKeys, a stream, a request
+// that is not protobuf wire format (the backend will say what is wrong with it) or one that
+// leaves the key field empty. It reads the key fields off the wire: a call that nothing else
+// decodes is not decoded.
+func operationOf(call *Call, tenant string) (operation, bool) {
 	if call.info == nil || call.Stream != nil || call.Request == nil {
 		return operation{}, false
 	}
@@ -106,12 +107,25 @@ func operationOf(call *Call) (operation, bool) {
 	if !wireStrings(call.Request, fds[:], values[:]) || values[0] == "" {
 		return operation{}, false
 	}
-	op := operation{key: k.kind.prefix + values[0], kind: k.kind, id: values[0],
+	op := operation{key: objectKey(tenant, k.kind, values[0]), kind: k.kind, id: values[0],
 		method: call.Method, name: call.info.name, call: call}
 	if k.scope != "" {
 		op.scope, op.scopeLabel = values[1], k.scopeLabel
 	}
 	return op, true
+}
+
+// objectKey is the in-flight table's key of an object: its kind and its name or ID as the
+// caller sent them, qualified by the caller's tenant. A tenant's names and IDs are its own
+// (the tenancy stage, after serialization, turns them into the backend's), so two tenants'
+// calls must never meet: "pvc-1" of tenant a and "pvc-1" of tenant b are two volumes, and
+// joining their creates would hand one tenant the other's volume. Tenant names cannot
+// contain '/' or ':', and every kind prefix ends in ':', so no key is another's.
+func objectKey(tenant string, kind objectKind, id string) string {
+	if tenant == "" {
+		return kind.prefix + id
+	}
+	return tenant + "/" + kind.prefix + id
 }
 
 // object names the object in messages: `volume "vol-1"`.

@@ -75,7 +75,7 @@ func TestSerialOperationOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			op, ok := operationOf(&Call{Method: method, Request: raw, info: info})
+			op, ok := operationOf(&Call{Method: method, Request: raw, info: info}, "")
 			wantScope := ""
 			if k.scope != "" {
 				wantScope = "at-1"
@@ -99,7 +99,7 @@ func TestSerialOperationOf(t *testing.T) {
 		"empty volume_id": {Method: mDeleteVolume, Request: empty, info: methods[mDeleteVolume]},
 	}
 	for name, call := range notSerialized {
-		if op, ok := operationOf(call); ok {
+		if op, ok := operationOf(call, ""); ok {
 			t.Errorf("%s: serialized as %+v", name, op)
 		}
 	}
@@ -114,7 +114,7 @@ func TestSerialOverlapsAndIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, ok := operationOf(&Call{Method: method, Request: raw, info: methods[method]})
+		o, ok := operationOf(&Call{Method: method, Request: raw, info: methods[method]}, "")
 		if !ok {
 			t.Fatalf("%s not serialized", method)
 		}
@@ -154,5 +154,25 @@ func TestSerialOverlapsAndIdentical(t *testing.T) {
 	}
 	if got := byName.object(); got != `volume name "v"` {
 		t.Errorf("object = %q", got)
+	}
+}
+
+// TestObjectKeyPerTenant: no two (tenant, kind, name or ID) triples share a key, whatever
+// the ID looks like: a tenant's calls never meet another tenant's, nor a caller's of no
+// tenant.
+func TestObjectKeyPerTenant(t *testing.T) {
+	kinds := []objectKind{kindVolumeName, kindVolume, kindSnapshotName, kindSnapshot, kindGroupSnapshotName,
+		kindGroupSnapshot, kindVolumeGroupName, kindVolumeGroup}
+	seen := map[string]string{}
+	for _, tenant := range []string{"", "blue", "green", "volume", "volume-name", "blue-volume"} {
+		for _, kind := range kinds {
+			for _, id := range []string{"x", "blue/volume:x", "volume:x", "/x", ":x", "green.x"} {
+				key, triple := objectKey(tenant, kind, id), tenant+" "+kind.prefix+" "+id
+				if other, ok := seen[key]; ok {
+					t.Errorf("%s and %s share the key %q", other, triple, key)
+				}
+				seen[key] = triple
+			}
+		}
 	}
 }

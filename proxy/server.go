@@ -44,7 +44,7 @@ type Options struct {
 	// nil: the built-in limits (30 s default, 2 min for calls that change storage or mount,
 	// 10 min cap).
 	Timeouts *Timeouts
-	// Transport is how listeners read and write gRPC; the zero value is TransportFrames.
+	// Transport is how listeners read and write gRPC; the zero value is DefaultTransport.
 	Transport Transport
 	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
 	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
@@ -101,6 +101,9 @@ func NewServer(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Transport == "" {
+		o.Transport = DefaultTransport
+	}
 	routes, err := newRouteTable(o.Routes, func(name string) bool { return o.Backends[name] != nil })
 	if err != nil {
 		return nil, err
@@ -116,12 +119,15 @@ func NewServer(o Options) (*Server, error) {
 // handler composes the middleware chain, in the one documented order:
 //
 //	recover → log → observe (tap) → annotate span → measure (metrics) → confine →
-//	deadline → validate → scope tenants → serialize → canonicalize → dispatch (route → backend)
+//	deadline → validate → serialize → scope tenants → canonicalize → guard listings →
+//	dispatch (route → backend)
 //
 // Who may call at all is decided before the chain, in the listener's handshake (see
 // ListenerPolicy.admitting): a refused caller's connection never carries a call.
 // The log, the observers, the span and the metrics sit outside confine so calls it refuses
 // are seen too, and outside canonicalize so they record the code the caller actually gets.
+// Serialization sits outside tenant scoping so that identical calls of a tenant are joined
+// before tenancy takes a quota hold for them (see serializeCalls).
 // The server span itself comes from the OpenTelemetry stats handler in Options.StatsHandlers.
 // Validation, tenancy and serialization answer with final statuses of their own.
 func (s *Server) handler(p ListenerPolicy) Handler {
@@ -134,9 +140,10 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		confine(p),
 		limitDeadlines(s.opts.Timeouts),
 		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
-		scopeTenants(s.opts.Tenancy, s.methods),
 		s.serialize(),
+		scopeTenants(s.opts.Tenancy, s.methods),
 		canonicalize(s.redactor),
+		guardListings(),
 	)
 }
 

@@ -16,9 +16,12 @@ import (
 // acts for a tenant is rewritten into the backend's terms, sent on (a List may be sent
 // several times), and its answer rewritten back. Calls of no tenant pass unchanged.
 //
-// It runs after validation, which checks what the tenant sent, and before serialization,
-// which then keys on the backend's names and IDs, so that two tenants' objects never
-// contend. The log, the metrics and the tap see the call as the tenant made it.
+// It runs after validation, which checks what the tenant sent, and after serialization,
+// which keys on the tenant's own names and IDs qualified by the tenant: identical calls of a
+// tenant reach it once (one quota hold for ten identical creates in flight), and two
+// tenants' calls never join or contend. The calls it sends on (a List's pages, the reads
+// around a delete) go straight to canonicalization and the backend. The log, the metrics and
+// the tap see the call as the tenant made it.
 func scopeTenants(ledger *tenancy.Ledger, methods methodTable) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
@@ -61,6 +64,9 @@ func scopeTenants(ledger *tenancy.Ledger, methods methodTable) Middleware {
 					return nil, status.Errorf(codes.Internal, "csi-gateway: the backend's answer is not a valid %s: %v", info.desc.Output().FullName(), err)
 				}
 				return resp, nil
+			}
+			if call.info.paging != nil {
+				ctx = withListing(ctx) // the pages Handle asks for are one listing (guardListings)
 			}
 			resp, err := ledger.Handle(ctx, tenant, call.Method, req, invoke)
 			if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/csi-gateway/csi-gateway/auth"
@@ -15,6 +16,10 @@ type TenancyConfig struct {
 	// Ledger is the file that records which tenant owns which backend object (bbolt);
 	// required when tenants are configured. Back it up with the backend's state.
 	Ledger string `mapstructure:"ledger"`
+	// TokenKeyFile holds the key that seals the pagination tokens tenants are given (32
+	// random bytes, raw or in hex): replicas with the same key accept each other's tokens.
+	// Empty: a random key per process, so tokens do not survive a restart.
+	TokenKeyFile string `mapstructure:"tokenKeyFile"`
 	// Tenants are the tenants and their quotas. (A list rather than a map keyed by name:
 	// viper drops map entries whose value is empty, such as a tenant without quotas.)
 	Tenants []TenantConfig `mapstructure:"tenants"`
@@ -33,6 +38,23 @@ func (t TenancyConfig) quotas() map[string]tenancy.Quota {
 		q[tc.Name] = tc.Quota
 	}
 	return q
+}
+
+// ledgerOptions returns the options the ledger opens with: the token key in TokenKeyFile,
+// when set. A file that cannot be read or holds no key is an error naming the key.
+func (t TenancyConfig) ledgerOptions() ([]tenancy.Option, error) {
+	if t.TokenKeyFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(t.TokenKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy.tokenKeyFile: %w", err)
+	}
+	key, err := tenancy.ParseTokenKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy.tokenKeyFile: %s %w", t.TokenKeyFile, err)
+	}
+	return []tenancy.Option{tenancy.WithTokenKey(key)}, nil
 }
 
 // validateTenancy checks the tenants, the ledger and every listener's tenant and methods.

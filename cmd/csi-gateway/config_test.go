@@ -44,7 +44,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode != "0660" {
+	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
 		t.Errorf("listeners: %+v", c.Listeners)
 	}
 	if b := c.Backends[defaultBackendName]; b.Type != "embedded" || b.DataDir != defaultDataDir {
@@ -93,7 +93,7 @@ logging: {level: warn}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
+	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
 		t.Errorf("listener from the file: %+v", c.Listeners[0])
 	}
 	if b := c.Backends["array1"]; b.Retry.MaxAttempts != 3 || b.Retry.MinBackoff != 10*time.Millisecond {
@@ -302,5 +302,44 @@ func TestConfigDocLimits(t *testing.T) {
 	}
 	if len(documented) != d.NumField() {
 		t.Errorf("documented keys %v, the code has %d", documented, d.NumField())
+	}
+}
+
+// TestConfigTokenKeyFile: tenancy.tokenKeyFile holds 32 random bytes, raw or in hex; a file
+// that cannot be read or holds anything else is an error naming the key.
+func TestConfigTokenKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, file, want string // want: a fragment of the error; "" for a key
+	}{
+		{"hex", write("hex", strings.Repeat("0f", 32)+"\n"), ""},
+		{"raw", write("raw", strings.Repeat("\xf0", 32)), ""},
+		{"missing", filepath.Join(dir, "missing"), "tenancy.tokenKeyFile: open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{"short", write("short", strings.Repeat("0f", 16)), "tenancy.tokenKeyFile: " + filepath.Join(dir, "short") + " holds 32 hex digits; want 32 random bytes, raw or as 64 hex digits"},
+		{"empty", write("empty", ""), "tenancy.tokenKeyFile: " + filepath.Join(dir, "empty") + " holds 0 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadFrom(t, "tenancy: {ledger: /t.db, tokenKeyFile: "+tc.file+", tenants: [{name: blue}]}", nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts, err := c.Tenancy.ledgerOptions()
+			if tc.want == "" {
+				if err != nil || len(opts) != 1 {
+					t.Fatalf("options %v, %v; want the key", opts, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -15,7 +15,9 @@
 //     another tenant's objects are neither reached nor revealed, even to a caller who guesses
 //     a backend ID.
 //   - List calls return only the tenant's entries, page by page, with the backend's own
-//     pagination tokens, which stay valid.
+//     pagination tokens sealed (AES-GCM) for the tenant and the listing: they stay valid as
+//     long as the backend's do, reveal nothing of other tenants, and another tenant's token,
+//     or one changed by a bit, is ABORTED.
 //   - Quotas per tenant bound the number of volumes and their total bytes
 //     (RESOURCE_EXHAUSTED), and GetCapacity reports no more than the quota has left.
 //

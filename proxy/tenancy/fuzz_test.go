@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -101,6 +102,67 @@ func FuzzScopeID(f *testing.F) {
 			if other, err := ScopeName(b, id); err == nil && other == name {
 				t.Fatalf("tenants %q and %q share the scoped name %q", a, b, name)
 			}
+		}
+	})
+}
+
+// FuzzOpenToken checks the listing tokens, which come from callers: whatever is handed in,
+// open answers without panicking, and anything but a token sealed for the tenant and method
+// is ABORTED; a backend token seals within CSI's 128 bytes (or is INTERNAL when it cannot)
+// and opens to itself for its tenant and method only.
+func FuzzOpenToken(f *testing.F) {
+	tk, err := newTokens(bytes.Repeat([]byte{1}, TokenKeySize))
+	if err != nil {
+		f.Fatal(err)
+	}
+	const backendToken = "dm9sdW1lczo0Mg"
+	sealed, err := tk.seal("blue", listVolumes, backendToken)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []struct{ tenant, method, backendToken, handedIn string }{
+		{"blue", listVolumes, backendToken, sealed},
+		{"green", listVolumes, backendToken, sealed},
+		{"blue", listSnapshots, backendToken, sealed},
+		{"blue", listVolumes, "", ""},
+		{"blue", listVolumes, "x", "nonsense"},
+		{"blue", listVolumes, "x", sealed[:len(sealed)-1]},
+		{"blue", listVolumes, "x", sealed + "A"},
+		{"blue", listVolumes, "x", strings.Repeat("A", 128)},
+		{"blue", listVolumes, strings.Repeat("t", MaxBackendToken), "===="},
+		{"blue", listVolumes, strings.Repeat("t", MaxBackendToken+1), "\xff"},
+	} {
+		f.Add(seed.tenant, seed.method, seed.backendToken, seed.handedIn)
+	}
+	f.Fuzz(func(t *testing.T, tenant, method, backend, handedIn string) {
+		got, err := tk.open(tenant, method, handedIn)
+		switch {
+		case handedIn == "":
+			if got != "" || err != nil {
+				t.Fatalf("open of an empty token: %q, %v", got, err)
+			}
+		case err == nil && (tenant != "blue" || method != listVolumes || got != backendToken):
+			// (The seed's sealed token differs in each fuzz worker: its nonce is random.)
+			t.Fatalf("open(%q, %q, %q) accepted a token it never sealed: %q", tenant, method, handedIn, got)
+		case err != nil && status.Code(err) != codes.Aborted:
+			t.Fatalf("open(%q): %v, want ABORTED", handedIn, err)
+		}
+
+		s, err := tk.seal(tenant, method, backend)
+		if len(backend) > MaxBackendToken {
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("seal of a %d-byte token: %v, want INTERNAL", len(backend), err)
+			}
+			return
+		}
+		if err != nil || len(s) > MaxLength || (s == "") != (backend == "") {
+			t.Fatalf("seal(%q) = %q (%d bytes), %v", backend, s, len(s), err)
+		}
+		if back, err := tk.open(tenant, method, s); err != nil || back != backend {
+			t.Fatalf("open(seal(%q)) = %q, %v", backend, back, err)
+		}
+		if _, err := tk.open(tenant+"x", method, s); s != "" && err == nil {
+			t.Fatalf("a token of tenant %q opened for %q", tenant, tenant+"x")
 		}
 	})
 }

@@ -489,7 +489,7 @@ func TestListFilteringAndPagination(t *testing.T) {
 	if got := w.listAll("red", listVolumes, 2); len(got) != 0 {
 		t.Errorf("red lists %v", got)
 	}
-	// A bad token is the backend's to refuse (ABORTED).
+	// A token the gateway did not seal for blue's ListVolumes is ABORTED.
 	_, err := w.call("blue", listVolumes, &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: "nonsense"})
 	wantCode(t, err, codes.Aborted)
 }

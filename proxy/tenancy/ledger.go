@@ -22,6 +22,7 @@ import (
 type Ledger struct {
 	db     *bolt.DB
 	quotas map[string]Quota
+	tokens *tokens // seals the listings' next_tokens
 
 	mu    sync.Mutex
 	usage map[string]*usage
@@ -51,8 +52,33 @@ var (
 // errOwnedElsewhere is Record's refusal to give one tenant an object another tenant owns.
 var errOwnedElsewhere = errors.New("owned by another tenant")
 
-// Open opens (creating it if needed) the ledger at path, with the tenants' quotas.
-func Open(path string, quotas map[string]Quota) (*Ledger, error) {
+// Option configures a Ledger at Open.
+type Option func(*options)
+
+type options struct {
+	tokenKey []byte
+}
+
+// WithTokenKey seals the pagination tokens tenants are given with key (TokenKeySize random
+// bytes; see tokens). Ledgers with the same key — replicas, or one gateway across restarts —
+// accept each other's tokens. Without it, each Open draws a random key: a token is then
+// refused (ABORTED) by any other replica and after a restart, and the caller restarts its
+// listing.
+func WithTokenKey(key []byte) Option {
+	return func(o *options) { o.tokenKey = key }
+}
+
+// Open opens (creating it if needed) the ledger at path, with the tenants' quotas. A token
+// key of the wrong size is an error.
+func Open(path string, quotas map[string]Quota, opts ...Option) (*Ledger, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tokens, err := newTokens(o.tokenKey)
+	if err != nil {
+		return nil, err
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
@@ -60,7 +86,7 @@ func Open(path string, quotas map[string]Quota) (*Ledger, error) {
 		}
 		return nil, err
 	}
-	l := &Ledger{db: db, quotas: quotas, usage: map[string]*usage{}}
+	l := &Ledger{db: db, quotas: quotas, tokens: tokens, usage: map[string]*usage{}}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{objectsBucket, namesBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {

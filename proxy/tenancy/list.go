@@ -3,8 +3,6 @@ package tenancy
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -15,13 +13,21 @@ import (
 // It asks the backend for as many entries as the tenant still wants and keeps the tenant's
 // own; when other tenants' entries took some of the room it asks again from the backend's
 // next_token. A page therefore always ends where one of the backend's pages ends, and the
-// next_token the tenant gets is the backend's own: it stays valid exactly as long as the
-// backend says, and no position has to be kept in the gateway.
+// next_token the tenant gets is the backend's own, sealed for the tenant and the method
+// (tokens): it stays valid exactly as long as the backend's does (and the token key), it
+// reveals nothing of other tenants' objects, and no position has to be kept in the gateway.
+//
+// A backend whose next_token repeats a token of the listing would keep this loop asking for
+// ever: the invoker must end such a listing with an error, as the gateway's does (proxy's
+// guardListings, one rule for this path and the tenant-less one).
 func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, error) {
 	fields := req.ProtoReflect().Descriptor().Fields()
 	maxEntries, startingToken := fields.ByName("max_entries"), fields.ByName("starting_token")
 	want := int(req.ProtoReflect().Get(maxEntries).Int())
-	token := req.ProtoReflect().Get(startingToken).String()
+	token, err := c.l.tokens.open(c.tenant, c.method, req.ProtoReflect().Get(startingToken).String())
+	if err != nil {
+		return nil, err
+	}
 	var kept []protoreflect.Value
 	for {
 		page := proto.Clone(req).ProtoReflect()
@@ -57,10 +63,12 @@ func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, erro
 			for _, e := range kept {
 				out.Append(e)
 			}
+			sealed, err := c.l.tokens.seal(c.tenant, c.method, next)
+			if err != nil {
+				return nil, err
+			}
+			m.Set(nextToken, protoreflect.ValueOfString(sealed))
 			return resp, c.scopeResponse(resp)
-		}
-		if next == token {
-			return nil, status.Errorf(codes.Internal, "csi-gateway: the backend answered %s with the next_token it was given (%q): the listing would never end", c.method, next)
 		}
 		token = next
 	}

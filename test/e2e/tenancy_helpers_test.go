@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
@@ -24,26 +27,33 @@ type sharedController struct {
 	central   *testutil.Process
 	// centralConfig restarts the central gateway on the same files.
 	centralConfig string
+	centralAddr   string       // its tcp:// listener's host:port
+	ca            *testutil.CA // signs every certificate
 }
 
 // tenantSPIFFEID is the identity of a tenant's cluster gateway.
 func tenantSPIFFEID(tenant string) string { return "spiffe://example.org/cluster/" + tenant }
 
-// startSharedController starts the appliance, the central gateway with the given tenancy
-// section (YAML lines under "tenancy:", after the ledger) and extra listener keys, and one
-// cluster gateway per tenant.
-func startSharedController(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML string) *sharedController {
+// startSharedController starts the appliance, the central gateway with the given tenants
+// (YAML lines under "tenancy.tenants:"), extra listener keys and, withTokenKey, a
+// tenancy.tokenKeyFile, and one cluster gateway per tenant.
+func startSharedController(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML string, withTokenKey bool) *sharedController {
 	t.Helper()
 	ca := testutil.NewCA(t, "shared-controller CA")
 	centralDir := filepath.Join(dir, "central")
 	mkdir(t, centralDir)
 	cert, key, clientCA := testutil.ServerPEMFiles(t, centralDir, ca, ca.NewServerLeaf(t))
 
-	sc := &sharedController{dir: dir, appliance: "unix://" + filepath.Join(dir, "appliance.sock"), clusters: map[string]string{}}
+	sc := &sharedController{dir: dir, appliance: "unix://" + filepath.Join(dir, "appliance.sock"), clusters: map[string]string{}, ca: ca}
 	testutil.Start(t, "appliance", "--data", filepath.Join(dir, "data"), "--endpoint", sc.appliance, "--max-volumes-per-node", "0")
 	testutil.Dial(t, sc.appliance)
 
 	addr := freePort(t)
+	sc.centralAddr = addr
+	tokenKey := ""
+	if withTokenKey {
+		tokenKey = "  tokenKeyFile: " + writeFile(t, filepath.Join(centralDir, "token.key"), strings.Repeat("c0ffee", 10)+"c0ff\n") + "\n"
+	}
 	var clients strings.Builder
 	for _, tenant := range tenants {
 		fmt.Fprintf(&clients, "      - {uri: %q, tenant: %s}\n", tenantSPIFFEID(tenant), tenant)
@@ -57,9 +67,9 @@ backends: {appliance: {type: grpc, target: %q}}
 routes: [{methods: ["*"], backend: appliance}]
 tenancy:
   ledger: %s
-  tenants:
+%s  tenants:
 %s
-`, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, filepath.Join(dir, "tenancy.db"), tenantsYAML))
+`, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, filepath.Join(dir, "tenancy.db"), tokenKey, tenantsYAML))
 	sc.startCentral(t)
 
 	for _, tenant := range tenants {
@@ -91,6 +101,21 @@ func (sc *sharedController) startCentral(t *testing.T) {
 	t.Helper()
 	sc.central = testutil.Start(t, "serve", "--config", sc.centralConfig)
 	waitOutput(t, sc.central, "gateway ready", 30*time.Second)
+}
+
+// dialCentral connects straight to the central gateway as a tenant's cluster gateway does
+// (mTLS, the tenant's SPIFFE ID), bypassing the cluster gateway, which serializes calls
+// itself.
+func (sc *sharedController) dialCentral(t *testing.T, tenant string) *grpc.ClientConn {
+	t.Helper()
+	leaf := sc.ca.NewLeaf(t, testutil.Leaf{URIs: []string{tenantSPIFFEID(tenant)}})
+	creds := credentials.NewTLS(testutil.ClientTLS(t, []*testutil.CA{sc.ca}, leaf, 0, 0))
+	conn, err := grpc.NewClient("dns:///"+sc.centralAddr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 func mkdir(t *testing.T, dir string) {

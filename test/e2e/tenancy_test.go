@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +33,10 @@ func TestTwoTenantsSanity(t *testing.T) {
 			t.Skip("csi-sanity's node specs mount volumes: run the tests as root")
 		}
 		dir := t.TempDir()
-		sc := startSharedController(t, dir, tenants, "    - {name: cluster-a}\n    - {name: cluster-b}", "")
+		sc := startSharedController(t, dir, tenants, "    - {name: cluster-a}\n    - {name: cluster-b}", "", false)
+		// Without tenancy.tokenKeyFile the listing tokens' key is the process's own, and
+		// the log says what that means.
+		waitOutput(t, sc.central, "tenancy.tokenKeyFile is not set", 10*time.Second)
 		t.Setenv(tenancyDirEnv, dir)
 		t.Cleanup(func() {
 			// Both suites clean up after themselves: nothing of either may be left.
@@ -79,7 +86,7 @@ func TestTenantIsolation(t *testing.T) {
 	dir := t.TempDir()
 	sc := startSharedController(t, dir, []string{"blue", "green"},
 		"    - {name: blue}\n    - {name: green, maxVolumes: 2, maxBytes: 268435456}",
-		`    methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]`)
+		`    methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]`, true)
 	blue := csi.NewControllerClient(testutil.Dial(t, sc.clusters["blue"]))
 	green := csi.NewControllerClient(testutil.Dial(t, sc.clusters["green"]))
 	ctx := callCtx(t)
@@ -177,9 +184,33 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("green's snapshot after blue's attempts: %v, %v", resp, err)
 	}
 
-	// Green's quotas: 2 volumes, 256 MiB. A third volume, or growing past the bytes, is
-	// RESOURCE_EXHAUSTED, and nothing is created or changed.
-	create(green, "pvc-green-2")
+	// Green's quotas: 2 volumes, 256 MiB. Ten identical creates of a second volume of 128 MiB
+	// in flight together are one create: all ten get the volume (each holding the quota would
+	// refuse all but one). They go straight to the central gateway: green's cluster gateway
+	// would join them itself.
+	centralGreen := csi.NewControllerClient(sc.dialCentral(t, "green"))
+	second := &csi.CreateVolumeRequest{Name: "pvc-green-2", VolumeCapabilities: mount, CapacityRange: &csi.CapacityRange{RequiredBytes: 128 << 20}}
+	secondIDs := make([]string, 10)
+	var wg sync.WaitGroup
+	for i := range secondIDs {
+		wg.Go(func() {
+			resp, err := centralGreen.CreateVolume(ctx, second)
+			if err != nil {
+				t.Errorf("green's identical CreateVolume %d: %v", i, err)
+			}
+			secondIDs[i] = resp.GetVolume().GetVolumeId()
+		})
+	}
+	wg.Wait()
+	if secondIDs[0] == "" || slices.ContainsFunc(secondIDs, func(id string) bool { return id != secondIDs[0] }) {
+		t.Errorf("green's ten identical creates got volumes %v, want one", secondIDs)
+	}
+	if got := len(truth()); got != len(before)+1 {
+		t.Errorf("ten identical creates made %d volumes, want 1", got-len(before))
+	}
+
+	// A third volume, or growing past the bytes, is RESOURCE_EXHAUSTED, and nothing is
+	// created or changed.
 	before = truth()
 	_, err = green.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-green-3", VolumeCapabilities: mount, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 20}})
 	if status.Code(err) != codes.ResourceExhausted {
@@ -202,10 +233,29 @@ func TestTenantIsolation(t *testing.T) {
 		t.Errorf("NodeGetInfo through the central gateway: %v, want PERMISSION_DENIED (listeners[0].methods)", err)
 	}
 
+	// Green's listing tokens are sealed for green: none holds the appliance's position (a
+	// count of every tenant's volumes), and blue handing one in is refused.
+	page, err := green.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 1})
+	if err != nil || len(page.GetEntries()) != 1 || page.GetNextToken() == "" {
+		t.Fatalf("green's first page of 1: %v, %v; want one entry and a next_token", page, err)
+	}
+	greenToken := page.GetNextToken()
+	if raw, err := base64.RawURLEncoding.DecodeString(greenToken); err != nil || bytes.Contains(raw, []byte("volumes:")) || len(greenToken) > 128 {
+		t.Errorf("green's token %q (decoded %q, %v): want base64url within 128 bytes showing no backend position", greenToken, raw, err)
+	}
+	_, err = blue.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 1, StartingToken: greenToken})
+	if st := checkStatus(t, "blue listing with green's token", err, codes.Aborted); !strings.Contains(st.Message(), "was not issued to this caller") {
+		t.Errorf("blue listing with green's token: %q, want it to say the token was not issued to this caller", st.Message())
+	}
+
 	// The ledger is durable: after a restart of the central gateway, each tenant still sees
 	// exactly its own.
 	sc.central.Kill()
 	sc.startCentral(t)
+	// Green's token outlives the restart (the same tenancy.tokenKeyFile): its second page.
+	if page, err := green.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 1, StartingToken: greenToken}); err != nil || len(page.GetEntries()) != 1 || page.GetNextToken() != "" {
+		t.Errorf("green's second page after a restart: %v, %v; want its other volume, and the end", page, err)
+	}
 	if got := listAll(t, sc.clusters["blue"]); !slices.Equal(got, []string{bv.GetVolumeId()}) {
 		t.Errorf("after a restart blue lists %v, want %s", got, bv.GetVolumeId())
 	}
