@@ -119,3 +119,20 @@ func TestMalformedRequests(t *testing.T) {
 		t.Errorf("%d handler calls, want 1 (the last, well-formed request)", calls)
 	}
 }
+
+// TestInvalidHeaderFieldClosesItsStream: a request with an invalid header field is reset,
+// and its DATA, which the client sent before it learned, does not end the connection.
+func TestInvalidHeaderFieldClosesItsStream(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{Handler: echoHandler})
+	c, _ := dialRaw(t, addr)
+	c.Open(1, mUnary, hpack.HeaderField{Name: "x-bad", Value: "a\x00b"})
+	c.SendMessage(1, []byte("late"))
+	if rst := c.UntilRST(1); rst.ErrCode != http2.ErrCodeProtocol {
+		t.Errorf("RST_STREAM %v, want PROTOCOL_ERROR", rst.ErrCode)
+	}
+	c.Open(3, mUnary)
+	c.SendMessage(3, []byte("next"))
+	if end, ok := c.UntilEnd(3).(*http2.HeadersFrame); !ok {
+		t.Errorf("the next call: %v, want its trailers", end)
+	}
+}

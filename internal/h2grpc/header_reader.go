@@ -41,7 +41,11 @@ func (r *headerReader) readFrame() (http2.Frame, error) {
 		return nil, err
 	}
 	if hf, ok := f.(*http2.HeadersFrame); ok {
-		return r.read(hf)
+		mh, err := r.read(hf)
+		if err != nil {
+			return nil, err // a nil Frame, not a nil *MetaHeadersFrame in one
+		}
+		return mh, nil
 	}
 	return f, nil
 }

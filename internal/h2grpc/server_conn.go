@@ -126,6 +126,12 @@ func (sc *serverConn) serve() {
 		}
 		var se http2.StreamError
 		if errors.As(err, &se) {
+			if f == nil && se.StreamID%2 == 1 && se.StreamID > sc.maxID.Load() {
+				// A request whose header block was refused (an invalid field): its stream is
+				// closed now, so the rest of its frames are not taken for an idle stream's.
+				sc.noteSkipped(se.StreamID)
+				sc.maxID.Store(se.StreamID)
+			}
 			sc.resetStream(se.StreamID, se.Code)
 			continue
 		}
