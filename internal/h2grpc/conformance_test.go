@@ -65,6 +65,13 @@ func TestStreamStateErrors(t *testing.T) {
 			echoed(c, 5)
 			c.Open(3, mUnary)
 		}, http2.ErrCodeProtocol},
+		{"DATA after the client's RST_STREAM", func(c *testutil.RawH2) {
+			c.Open(1, mBlock)
+			if err := c.Framer.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+			c.SendMessage(1, nil)
+		}, http2.ErrCodeStreamClosed},
 		{"WINDOW_UPDATE on an idle stream", func(c *testutil.RawH2) {
 			if err := c.Framer.WriteWindowUpdate(1, 100); err != nil {
 				t.Fatal(err)
@@ -117,6 +124,57 @@ func TestMalformedRequests(t *testing.T) {
 	c.UntilEnd(id)
 	if calls != 1 {
 		t.Errorf("%d handler calls, want 1 (the last, well-formed request)", calls)
+	}
+}
+
+// TestDataOnClosedStream: DATA on a stream both sides ended is STREAM_CLOSED: a connection
+// error once the server has closed the stream, a stream error while its handler is still
+// finishing (half-closed, remote).
+func TestDataOnClosedStream(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{Handler: echoHandler})
+	c, _ := dialRaw(t, addr)
+	c.Open(1, mUnary)
+	c.SendMessage(1, nil)
+	c.UntilEnd(1)
+	c.SendMessage(1, nil)
+	f := c.Until("STREAM_CLOSED", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			return true
+		case *http2.RSTStreamFrame:
+			return f.StreamID == 1
+		}
+		return false
+	})
+	switch f := f.(type) {
+	case *http2.GoAwayFrame:
+		if f.ErrCode != http2.ErrCodeStreamClosed {
+			t.Errorf("GOAWAY %v, want STREAM_CLOSED", f.ErrCode)
+		}
+	case *http2.RSTStreamFrame:
+		if f.ErrCode != http2.ErrCodeStreamClosed {
+			t.Errorf("RST_STREAM %v, want STREAM_CLOSED", f.ErrCode)
+		}
+	}
+}
+
+// TestDataAfterServerReset: DATA the client sent on a stream before it learned the server
+// reset it is dropped, and the connection goes on.
+func TestDataAfterServerReset(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{Handler: echoHandler})
+	c, _ := dialRaw(t, addr)
+	c.Open(1, mUnary)
+	if err := c.Framer.WriteData(1, false, []byte{0, 0, 0, 0, 0}); err != nil { // not ending its side
+		t.Fatal(err)
+	}
+	c.UntilRST(1) // the handler answered the one message and the server reset the stream
+	if err := c.Framer.WriteData(1, true, []byte{0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	c.Open(3, mUnary)
+	c.SendMessage(3, []byte("next"))
+	if end, ok := c.UntilEnd(3).(*http2.HeadersFrame); !ok {
+		t.Errorf("the next call: %v, want its trailers", end)
 	}
 }
 

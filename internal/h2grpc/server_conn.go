@@ -45,6 +45,36 @@ type serverConn struct {
 	// more than 2 above the previous one (gRPC clients skip none); reader goroutine only.
 	gaps [maxGaps][2]uint32
 	nGap int
+	// closed are the last streams closed by both sides' END_STREAM or by the client's
+	// RST_STREAM: a DATA frame the client sends on one is a connection error (STREAM_CLOSED),
+	// unlike on a stream the server reset, whose client may not have learned it yet. Under
+	// h2conn.mu.
+	closed  [maxClosed]uint32
+	nClosed int
+}
+
+// maxClosed is how many closed streams a connection remembers (see serverConn.closed); a
+// DATA frame on one closed longer ago is dropped like one on a stream the server reset.
+const maxClosed = 16
+
+// noteClosed records that stream id is closed on both sides.
+func (sc *serverConn) noteClosed(id uint32) {
+	sc.mu.Lock()
+	sc.closed[sc.nClosed%maxClosed] = id
+	sc.nClosed++
+	sc.mu.Unlock()
+}
+
+// wasClosed reports whether stream id is among the recorded closed streams.
+func (sc *serverConn) wasClosed(id uint32) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, c := range sc.closed[:min(sc.nClosed, maxClosed)] {
+		if c == id {
+			return true
+		}
+	}
+	return false
 }
 
 // maxGaps is how many skipped ranges a connection remembers: enough to tell a client that
@@ -155,11 +185,13 @@ func (sc *serverConn) handle(f http2.Frame) error {
 	case *http2.DataFrame:
 		return sc.onData(f)
 	case *http2.RSTStreamFrame:
-		if st := sc.lookup(f.StreamID); st != nil {
-			st.(*ServerStream).reset(status.FromContextError(context.Canceled).Err())
-		} else if f.StreamID > sc.maxID.Load() {
+		if f.StreamID > sc.maxID.Load() {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // RST_STREAM on an idle stream
 		}
+		if st := sc.lookup(f.StreamID); st != nil {
+			st.(*ServerStream).reset(status.FromContextError(context.Canceled).Err())
+		}
+		sc.noteClosed(f.StreamID) // the client will send nothing more on it
 	case *http2.SettingsFrame:
 		return sc.onSettings(f, nil)
 	case *http2.PingFrame:
@@ -193,7 +225,10 @@ func (sc *serverConn) onData(f *http2.DataFrame) error {
 		if f.StreamID > sc.maxID.Load() {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream
 		}
-		return nil // a stream that ended here before the client knew
+		if sc.wasClosed(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeStreamClosed) // §5.1, "closed"
+		}
+		return nil // a stream the server reset before the client knew
 	}
 	if code := st.core().rb.push(f.Data(), int(f.Length), f.StreamEnded()); code != http2.ErrCodeNo {
 		return http2.StreamError{StreamID: f.StreamID, Code: code}
@@ -438,6 +473,9 @@ func (sc *serverConn) earlyAbort(id uint32, sub string, st *status.Status, httpS
 	}
 	hf = appendStatusFields(hf, st)
 	sc.w.queue(ctlFrame{kind: ctlHeaders, streamID: id, hf: hf, end: true, rstAfter: rst})
+	if !rst {
+		sc.noteClosed(id) // the client had ended its side: both have
+	}
 }
 
 // streamDone takes an ended stream out of the table; on a draining connection the last one

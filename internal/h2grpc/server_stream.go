@@ -249,6 +249,9 @@ func (st *ServerStream) finish(herr error) {
 	st.s.rb.mu.Lock()
 	rst := !st.s.rb.eof
 	st.s.rb.mu.Unlock()
+	if !rst {
+		st.sc.noteClosed(st.s.id) // both sides end the stream (before the client can see it)
+	}
 	err := st.sc.writeMsg(&st.s, &outFrames{hdr: hdr, trl: trl, rstAfter: rst, now: true}, nil)
 	st.sc.streamDone(st)
 	if err == nil && len(st.sc.srv.sh) > 0 {
