@@ -172,10 +172,11 @@ func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(stream)
-		call := &Call{Method: method, Start: time.Now(), info: s.methods[method]}
+		call := &Call{Method: method, Start: time.Now(), info: s.methods[method], redactor: s.redactor}
 		ctx := stream.Context()
 		ctx = auth.NewContext(ctx, identify(ctx))
-		ctx, _ = backends.WithCallInfo(ctx)
+		ctx, ci := backends.WithCallInfo(ctx)
+		ci.SetScrubber(call)
 		if call.info == nil || call.info.desc.IsStreamingClient() {
 			call.Stream = stream // forwarded frame by frame, never decoded
 			return h(ctx, call)

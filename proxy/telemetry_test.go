@@ -301,14 +301,14 @@ func (ha *httpAppliance) seen() []string {
 }
 
 // newRESTBackend returns the rest backend "array" for url, with fast retries, traced when tp
-// is given.
+// is given. It sends CSI secrets over http:// (the tests' appliances are httptest servers).
 func newRESTBackend(t testing.TB, url string, tp trace.TracerProvider, prop propagation.TextMapPropagator) backends.Backend {
 	t.Helper()
 	var opts []rest.Option
 	if tp != nil {
 		opts = append(opts, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
 	}
-	be, err := rest.New("array", rest.Config{URLs: []string{url},
+	be, err := rest.New("array", rest.Config{URLs: []string{url}, AllowSecretsOverPlaintextHTTP: true,
 		Retry: rest.Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}}, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -143,6 +143,9 @@ type BackendConfig struct {
 	Auth BackendAuthConfig `mapstructure:"auth"`
 	// CSP (rest with protocol csp) describes the Container Storage Provider.
 	CSP CSPConfig `mapstructure:"csp"`
+	// AllowSecretsOverPlaintextHTTP (rest with protocol connect) sends requests that carry
+	// CSI secrets to http:// URLs, in the clear; without it they are refused.
+	AllowSecretsOverPlaintextHTTP bool `mapstructure:"allowSecretsOverPlaintextHTTP"`
 	// grpc and rest
 	CircuitBreaker backends.BreakerConfig `mapstructure:"circuitBreaker"`
 	// TLS is required for dns:/// targets and verifies https:// URLs against a pinned CA.
@@ -310,6 +313,9 @@ func (c *Config) validate() error {
 					return fmt.Errorf("%s.csp: only with protocol: csp", key)
 				}
 			case "csp":
+				if b.AllowSecretsOverPlaintextHTTP {
+					return fmt.Errorf("%s.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP", key)
+				}
 				if err := validateCSP(key, b); err != nil {
 					return err
 				}
@@ -416,6 +422,9 @@ func validateListenerSecurity(key string, ep proxy.Endpoint, l ListenerConfig) e
 func validateBackendSecurity(key string, b BackendConfig) error {
 	if b.Auth != (BackendAuthConfig{}) && b.Type != "rest" {
 		return fmt.Errorf("%s.auth: only for rest backends", key)
+	}
+	if b.AllowSecretsOverPlaintextHTTP && b.Type != "rest" {
+		return fmt.Errorf("%s.allowSecretsOverPlaintextHTTP: only for rest backends", key)
 	}
 	if b.TLS == nil || b.Type == "embedded" {
 		return nil

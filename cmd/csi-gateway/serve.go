@@ -306,11 +306,16 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		if b.Protocol == "csp" {
 			return openCSP(name, b, log, opts)
 		}
-		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
+		cfg := rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
 			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
 				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
 			}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
-		}, opts...)
+			AllowSecretsOverPlaintextHTTP: b.AllowSecretsOverPlaintextHTTP,
+		}
+		if w := cfg.PlaintextWarning(name); w != "" {
+			log.Warn(w)
+		}
+		return rest.New(name, cfg, opts...)
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }

@@ -287,7 +287,7 @@ func TestMisbehavingBackends(t *testing.T) {
 			return be
 		}},
 		{"http", "appliance", func(t *testing.T) backends.Backend {
-			be, err := rest.New("appliance", rest.Config{URLs: []string{hs.URL},
+			be, err := rest.New("appliance", rest.Config{URLs: []string{hs.URL}, AllowSecretsOverPlaintextHTTP: true, // the echoed-secret row
 				Retry:          rest.Retry{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 				RequestTimeout: 5 * time.Second})
 			if err != nil {
