@@ -220,3 +220,37 @@ func TestTransportLimitsValidate(t *testing.T) {
 		t.Errorf("zero limits take %+v, want the defaults %+v", d, DefaultTransportLimits)
 	}
 }
+
+// TestKeepaliveMinTime: PINGs spaced more widely than keepaliveMinTime are answered and the
+// connection stays, on both transports, with no call in flight (grpc-go's own default, 5
+// minutes and 2 hours without calls, would end it after the third). Each PING is sent 200 ms
+// after the previous one's ack, so the server reads them at least that far apart.
+func TestKeepaliveMinTime(t *testing.T) {
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		ts, _ := startLimitsHarness(t, transport, TransportLimits{KeepaliveMinTime: 10 * time.Millisecond}, &serverFake{})
+		c, _ := testutil.DialRawH2(t, "unix", ts.sock)
+		for n := range 5 {
+			if err := c.Framer.WritePing(false, [8]byte{byte(n)}); err != nil {
+				t.Fatal(err)
+			}
+			f := c.Until("the PING's ack or a GOAWAY", func(f http2.Frame) bool {
+				switch f := f.(type) {
+				case *http2.PingFrame:
+					return f.IsAck() && f.Data[0] == byte(n)
+				case *http2.GoAwayFrame:
+					return true
+				}
+				return false
+			})
+			if ga, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("PING %d: GOAWAY %v %q", n, ga.ErrCode, ga.DebugData())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		c.Open(1, "/csi.v1.Identity/Probe")
+		c.SendMessage(1, nil)
+		if end, ok := c.UntilEnd(1).(*http2.HeadersFrame); !ok {
+			t.Errorf("a call after the pings: %v, want its trailers", end)
+		}
+	})
+}
