@@ -18,22 +18,37 @@ import (
 // handler's RecvMsg or SendMsg only when the stream's context ends, and that context is
 // fixed before the handler runs, so the guard takes part twice: its InTapHandle (tap) makes
 // the stream's context one it can cancel, and the handler it wraps (guard) arms and stops
-// the timers that cancel it. A call it ends gets DEADLINE_EXCEEDED naming the limit.
+// the timer that cancels it. A call it ends gets DEADLINE_EXCEEDED naming the limit. One timer
+// serves both limits: a handler that sends before its first request message arrived (a
+// forwarded stream whose backend speaks first) trades the first-message bound for the write
+// bound, which is what ends a stream then; every CSI method receives its request first.
 type callGuard struct {
 	firstMessage, write time.Duration
 }
 
 type guardKey struct{}
 
-// guardedCall is one call's timers and the cancel of its stream's context.
+// guardPhase is what a guarded call's timer is armed for.
+type guardPhase uint8
+
+const (
+	guardIdle         guardPhase = iota
+	guardFirstMessage            // waiting for the first request message
+	guardWrite                   // in SendMsg
+)
+
+// guardedCall is one call's timer, the cancel of its stream's context, and (once the handler
+// runs) the stream the handler sees.
 type guardedCall struct {
+	grpc.ServerStream
 	g      callGuard
 	cancel context.CancelFunc
 
-	mu         sync.Mutex
-	first      *time.Timer // nil once the first message arrived
-	writeTimer *time.Timer // made by the first SendMsg
-	expired    string      // the limit that ended the call, if one did
+	mu       sync.Mutex
+	timer    *time.Timer // one timer for both phases, Reset from one to the other
+	phase    guardPhase
+	deadline time.Time // of the phase: a late firing of an earlier phase is ignored
+	expired  string    // the limit that ended the call, if one did
 }
 
 // tap runs as the stream is created, before the stream's reads are bound to its context:
@@ -42,34 +57,57 @@ func (g callGuard) tap(ctx context.Context, _ *tap.Info) (context.Context, error
 	ctx, cancel := context.WithCancel(ctx)
 	c := &guardedCall{g: g, cancel: cancel}
 	c.mu.Lock()
-	c.first = time.AfterFunc(g.firstMessage, func() {
-		c.expire(fmt.Sprintf("csi-gateway: no request message within %v of the call's headers (limits.firstMessageTimeout)", g.firstMessage))
-	})
+	c.phase, c.deadline = guardFirstMessage, time.Now().Add(g.firstMessage)
+	c.timer = time.AfterFunc(g.firstMessage, c.fire)
 	c.mu.Unlock()
 	return context.WithValue(ctx, guardKey{}, c), nil
 }
 
-// guard wraps the server's handler: its stream's RecvMsg stops the first-message timer,
-// its SendMsg runs under the write timer, and the timers are stopped when it returns.
+// guard wraps the server's handler: the handler's stream is the call's guardedCall, whose
+// RecvMsg disarms the first-message timer and whose SendMsg runs under the write timer; the
+// timer is stopped when the handler returns.
 func (g callGuard) guard(h grpc.StreamHandler) grpc.StreamHandler {
 	return func(srv any, ss grpc.ServerStream) error {
 		c, ok := ss.Context().Value(guardKey{}).(*guardedCall)
 		if !ok {
 			return h(srv, ss)
 		}
-		defer c.stop()
-		return c.explain(h(srv, &guardedStream{ServerStream: ss, c: c}))
+		c.ServerStream = ss
+		defer c.disarm()
+		return c.explain(h(srv, c))
 	}
 }
 
-// expire ends the call: a limit passed, which msg names.
-func (c *guardedCall) expire(msg string) {
+// fire ends the call if its timer's phase is still on and past its deadline.
+func (c *guardedCall) fire() {
 	c.mu.Lock()
-	if c.expired == "" {
-		c.expired = msg
+	if c.phase == guardIdle || time.Now().Before(c.deadline) || c.expired != "" {
+		c.mu.Unlock()
+		return
+	}
+	if c.phase == guardFirstMessage {
+		c.expired = fmt.Sprintf("csi-gateway: no request message within %v of the call's headers (limits.firstMessageTimeout)", c.g.firstMessage)
+	} else {
+		c.expired = fmt.Sprintf("csi-gateway: the caller read nothing of the answer for %v (limits.writeTimeout)", c.g.write)
 	}
 	c.mu.Unlock()
 	c.cancel()
+}
+
+// arm starts phase p, to end after d.
+func (c *guardedCall) arm(p guardPhase, d time.Duration) {
+	c.mu.Lock()
+	c.phase, c.deadline = p, time.Now().Add(d)
+	c.timer.Reset(d)
+	c.mu.Unlock()
+}
+
+// disarm ends the current phase.
+func (c *guardedCall) disarm() {
+	c.mu.Lock()
+	c.phase = guardIdle
+	c.timer.Stop()
+	c.mu.Unlock()
 }
 
 // explain turns the error of a call the guard ended into DEADLINE_EXCEEDED naming the limit.
@@ -86,52 +124,23 @@ func (c *guardedCall) explain(err error) error {
 	return status.Error(codes.DeadlineExceeded, msg)
 }
 
-// received stops the first-message timer.
-func (c *guardedCall) received() {
+// RecvMsg receives a message; the first one, the end of the caller's side or the end of the
+// call disarms the first-message timer.
+func (c *guardedCall) RecvMsg(m any) error {
+	err := c.ServerStream.RecvMsg(m)
 	c.mu.Lock()
-	if c.first != nil {
-		c.first.Stop()
-		c.first = nil
+	if c.phase == guardFirstMessage {
+		c.phase = guardIdle
+		c.timer.Stop()
 	}
 	c.mu.Unlock()
+	return c.explain(err)
 }
 
-// stop stops both timers; the call is over.
-func (c *guardedCall) stop() {
-	c.received()
-	c.mu.Lock()
-	if c.writeTimer != nil {
-		c.writeTimer.Stop()
-	}
-	c.mu.Unlock()
-}
-
-// guardedStream is the stream the guarded handler sees.
-type guardedStream struct {
-	grpc.ServerStream
-	c *guardedCall
-}
-
-func (s *guardedStream) RecvMsg(m any) error {
-	err := s.ServerStream.RecvMsg(m)
-	s.c.received() // a message, or the end of the caller's side, or the end of the call
-	return s.c.explain(err)
-}
-
-func (s *guardedStream) SendMsg(m any) error {
-	c := s.c
-	c.mu.Lock()
-	if c.writeTimer == nil {
-		c.writeTimer = time.AfterFunc(c.g.write, func() {
-			c.expire(fmt.Sprintf("csi-gateway: the caller read nothing of the answer for %v (limits.writeTimeout)", c.g.write))
-		})
-	} else {
-		c.writeTimer.Reset(c.g.write)
-	}
-	c.mu.Unlock()
-	err := s.ServerStream.SendMsg(m)
-	c.mu.Lock()
-	c.writeTimer.Stop()
-	c.mu.Unlock()
+// SendMsg sends a message under the write timer.
+func (c *guardedCall) SendMsg(m any) error {
+	c.arm(guardWrite, c.g.write)
+	err := c.ServerStream.SendMsg(m)
+	c.disarm()
 	return c.explain(err)
 }
