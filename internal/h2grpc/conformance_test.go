@@ -194,3 +194,28 @@ func TestInvalidHeaderFieldClosesItsStream(t *testing.T) {
 		t.Errorf("the next call: %v, want its trailers", end)
 	}
 }
+
+// TestContinuationFlood: a header block that goes on in empty CONTINUATION frames ends the
+// connection once its frames pass twice the header list limit, however little they carry
+// (CVE-2024-27316's pattern); without the bound the server would read them for ever.
+func TestContinuationFlood(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{Handler: echoHandler, MaxHeaderListSize: 4096})
+	c, _ := dialRaw(t, addr)
+	if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.RequestBlock(mUnary)}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1 << 20 { // 9 MiB of frame headers; the server stops reading long before
+			if c.Framer.WriteContinuation(1, false, nil) != nil {
+				return
+			}
+		}
+	}()
+	if ga := c.UntilGoAway(); ga.ErrCode != http2.ErrCodeProtocol {
+		t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", ga.ErrCode)
+	}
+	c.Conn.Close()
+	<-done
+}
