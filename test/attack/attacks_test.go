@@ -27,6 +27,9 @@ type attackCase struct {
 	run    func(t *testing.T, g *gateway) (got string, err error)
 }
 
+// transports are the values of the gateway's transport key; every case runs on each.
+var transports = []string{"frames", "grpc"}
+
 var attackCases = []attackCase{
 	{
 		name:   "big-data-frame",
@@ -101,8 +104,9 @@ var attackCases = []attackCase{
 // the bystander's every Probe is answered, and the attacker gets a protocol error or a
 // refused connection. It logs one line per case with the figures, and all of them at the end.
 func TestAttacks(t *testing.T) {
+	t.Parallel() // with TestH2spec, whose gateways are other processes
 	var summary []string
-	for _, transport := range []string{"frames", "grpc"} {
+	for _, transport := range transports {
 		for _, c := range attackCases {
 			name := transport + "/" + c.name
 			t.Run(name, func(t *testing.T) {
@@ -117,7 +121,7 @@ func TestAttacks(t *testing.T) {
 
 // runAttack runs one case on a fresh gateway and returns its one-line summary.
 func runAttack(t *testing.T, transport string, c attackCase) string {
-	g := startGateway(t, transport, c.limits)
+	g := startGateway(t, transport, c.limits, "")
 	_, idle, err := g.memory()
 	if err != nil {
 		t.Fatal(err)

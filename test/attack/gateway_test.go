@@ -85,8 +85,8 @@ type gateway struct {
 }
 
 // startGateway writes the case's configuration, starts the binary with GOMEMLIMIT and waits
-// until it is ready.
-func startGateway(t *testing.T, transport string, limits limitsConfig) *gateway {
+// until it is ready. extraListeners (YAML list items) are added after the three listeners.
+func startGateway(t *testing.T, transport string, limits limitsConfig, extraListeners string) *gateway {
 	t.Helper()
 	// The binary is built before GOMEMLIMIT is in play (only the gateway gets it).
 	testutil.Binary(t)
@@ -107,9 +107,9 @@ listeners:
   - endpoint: tcp://%s
     tls: {cert: %s, key: %s, clientCA: %s}
     clients: [{uri: %q}]
-backends: {embedded: {type: embedded, dataDir: %s}}
+%sbackends: {embedded: {type: embedded, dataDir: %s}}
 routes: [{methods: ["*"], backend: embedded}]
-`, transport, g.sock, uid, g.lockedSock, uid+1, g.tlsAddr, cert, key, clientCA, attackerID, filepath.Join(dir, "data"))
+`, transport, g.sock, uid, g.lockedSock, uid+1, g.tlsAddr, cert, key, clientCA, attackerID, extraListeners, filepath.Join(dir, "data"))
 	config := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(config, []byte(base+limits.yaml()), 0o600); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ routes: [{methods: ["*"], backend: embedded}]
 		if !strings.Contains(g.proc.Output(), "invalid keys: limits") {
 			t.Fatalf("the gateway did not start: %v\n%s", err, g.proc.Output())
 		}
-		t.Logf("THIS BINARY HAS NO limits: KEY (issue 16): attacking it with its built-in behaviour")
+		t.Logf("THIS BINARY HAS NO limits: KEY (issue 16): running it on its built-in behaviour")
 		if err := os.WriteFile(config, []byte(base), 0o600); err != nil {
 			t.Fatal(err)
 		}
