@@ -22,7 +22,8 @@ import (
 
 // rawConn is one attacker connection. Writes go through a buffer that the case flushes; one
 // goroutine reads the gateway's frames into answers (ACKing its SETTINGS and PINGs, as any
-// client must, and never sending a WINDOW_UPDATE).
+// client must, with the case's next write when the case is writing, and never sending a
+// WINDOW_UPDATE).
 type rawConn struct {
 	conn net.Conn
 
@@ -35,6 +36,7 @@ type rawConn struct {
 	mu      sync.Mutex
 	changed *sync.Cond
 	ans     answers
+	replies [][]byte // ACKs the reader could not write: the next write sends them
 }
 
 // answers is what the gateway sent on one connection.
@@ -179,17 +181,15 @@ func (rc *rawConn) read() {
 			return
 		}
 		rc.ans.frames++
-		var reply func() error
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
 				rc.ans.settings = true
-				reply = rc.fr.WriteSettingsAck
+				rc.replies = append(rc.replies, frameHeader(0, http2.FrameSettings, http2.FlagSettingsAck, 0))
 			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
-				data := f.Data
-				reply = func() error { return rc.fr.WritePing(true, data) }
+				rc.replies = append(rc.replies, append(frameHeader(8, http2.FramePing, http2.FlagPingAck, 0), f.Data[:]...))
 			}
 		case *http2.GoAwayFrame:
 			code := f.ErrCode
@@ -209,9 +209,10 @@ func (rc *rawConn) read() {
 		}
 		rc.mu.Unlock()
 		rc.changed.Broadcast()
-		if reply != nil {
-			rc.wmu.Lock()
-			if reply() == nil {
+		// The reader never waits for the write lock: a case's write can be blocked on a
+		// gateway that has stopped reading until it can write, which waits for this reader.
+		if rc.wmu.TryLock() {
+			if rc.writeReplies() == nil {
 				rc.w.Flush()
 			}
 			rc.wmu.Unlock()
@@ -219,11 +220,29 @@ func (rc *rawConn) read() {
 	}
 }
 
+// writeReplies buffers the ACKs the reader queued; call it with the write lock held.
+func (rc *rawConn) writeReplies() error {
+	rc.mu.Lock()
+	replies := rc.replies
+	rc.replies = nil
+	rc.mu.Unlock()
+	for _, r := range replies {
+		if _, err := rc.w.Write(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // waitFor waits up to timeout for cond to hold over the answers so far and reports whether it
 // did. It wakes on every frame and at the deadline.
 func (rc *rawConn) waitFor(timeout time.Duration, cond func(*answers) bool) bool {
 	deadline := time.Now().Add(timeout)
-	t := time.AfterFunc(timeout, rc.changed.Broadcast)
+	t := time.AfterFunc(timeout, func() {
+		rc.mu.Lock() // so the wake-up cannot fall between a waiter's check and its Wait
+		rc.changed.Broadcast()
+		rc.mu.Unlock()
+	})
 	defer t.Stop()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -258,6 +277,9 @@ func (rc *rawConn) write(fn func() error) error {
 	rc.wmu.Lock()
 	defer rc.wmu.Unlock()
 	rc.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if err := rc.writeReplies(); err != nil {
+		return err
+	}
 	return fn()
 }
 
