@@ -162,6 +162,14 @@ func readExpected(t *testing.T, path string) map[string]expectedFailure {
 	return out
 }
 
+// closedByReset reports whether a failure is h2spec expecting the connection to be closed and
+// seeing it reset: a server that closes a connection whose peer has sent more than it read
+// makes the kernel send RST, and whether h2spec reads the close or the reset first is a race.
+// The connection is closed either way.
+func closedByReset(failure string) bool {
+	return strings.Contains(failure, "Connection closed") && strings.HasSuffix(failure, "connection reset by peer")
+}
+
 // compareH2spec fails the test for every failure that is not expected on transport, and logs
 // every expected one that passed.
 func compareH2spec(t *testing.T, transport string, cases []h2specCase, expected map[string]expectedFailure) {
@@ -169,6 +177,10 @@ func compareH2spec(t *testing.T, transport string, cases []h2specCase, expected 
 	failed, skipped := 0, 0
 	for _, c := range cases {
 		seen[c.id] = true
+		if closedByReset(c.failure) {
+			t.Logf("h2spec %s (%s) on %s: the connection was reset where h2spec waits for it to be closed: a pass", c.id, c.desc, transport)
+			c.failure = ""
+		}
 		e, listed := expected[c.id]
 		listed = listed && slices.Contains(e.transports, transport)
 		switch {
