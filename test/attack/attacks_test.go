@@ -145,7 +145,7 @@ func runAttack(t *testing.T, transport string, c attackCase) string {
 	if failed > 0 {
 		problems = append(problems, fmt.Sprintf("bystander: %d of %d Probe calls failed, the first with %v", failed, calls, firstErr))
 	}
-	if err := exitStatus(g.proc, 0); err != nil {
+	if err := exitStatus(g.proc, 100*time.Millisecond); err != nil {
 		problems = append(problems, "the gateway "+err.Error())
 	}
 	verdict := "PASS"
@@ -158,7 +158,7 @@ func runAttack(t *testing.T, transport string, c attackCase) string {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	if len(problems) > 0 && exitStatus(g.proc, 0) != nil {
+	if len(problems) > 0 && exitStatus(g.proc, 100*time.Millisecond) != nil {
 		t.Logf("gateway output:\n%s", tail(g.proc.Output(), 4000))
 	}
 	return line
