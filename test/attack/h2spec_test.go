@@ -202,3 +202,45 @@ func compareH2spec(t *testing.T, transport string, cases []h2specCase, expected 
 	}
 	t.Logf("h2spec on %s: %d cases, %d failed (every one listed in h2spec-expected.txt, or reported above), %d skipped", transport, len(cases), failed, skipped)
 }
+
+// TestH2specReport checks, without h2spec, that the checked-in list parses and that a report
+// is read the way h2spec numbers its cases.
+func TestH2specReport(t *testing.T) {
+	if len(readExpected(t, "h2spec-expected.txt")) == 0 {
+		t.Fatal("h2spec-expected.txt lists no case")
+	}
+	report := filepath.Join(t.TempDir(), "report.xml")
+	if err := os.WriteFile(report, []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<testsuites>
+  <testsuite name="5.1. Stream States" package="http2/5.1" tests="3">
+    <testcase package="http2/5.1" classname="idle: Sends a DATA frame" time="0.0003"></testcase>
+    <testcase package="http2/5.1" classname="idle: Sends a RST_STREAM frame" time="2.0"><error>GOAWAY Frame (Error Code: PROTOCOL_ERROR)
+Connection closed
+Timeout</error></testcase>
+    <testcase package="http2/5.1" classname="idle: Sends a WINDOW_UPDATE frame" time="0.0"><skipped></skipped></testcase>
+  </testsuite>
+</testsuites>`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases, err := parseJUnit(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []h2specCase{
+		{id: "http2/5.1/1", desc: "idle: Sends a DATA frame"},
+		{id: "http2/5.1/2", desc: "idle: Sends a RST_STREAM frame", failure: "GOAWAY Frame (Error Code: PROTOCOL_ERROR) / Connection closed / Timeout"},
+		{id: "http2/5.1/3", desc: "idle: Sends a WINDOW_UPDATE frame", skipped: true},
+	}
+	if !slices.Equal(cases, want) {
+		t.Errorf("parsed %+v\nwant %+v", cases, want)
+	}
+	for failure, want := range map[string]bool{
+		"GOAWAY Frame (Error Code: PROTOCOL_ERROR) / Connection closed / Error: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer": true,
+		"GOAWAY Frame (Error Code: PROTOCOL_ERROR) / Connection closed / Timeout":                                                                  false,
+		"RST_STREAM Frame (Error Code: PROTOCOL_ERROR) / Error: read: connection reset by peer":                                                    false,
+	} {
+		if got := closedByReset(failure); got != want {
+			t.Errorf("closedByReset(%q) = %v, want %v", failure, got, want)
+		}
+	}
+}
