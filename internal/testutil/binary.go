@@ -61,7 +61,16 @@ type Process struct {
 // Start runs the binary with args and stops it (SIGKILL) when the test ends, if still running.
 func Start(t testing.TB, args ...string) *Process {
 	t.Helper()
+	return StartEnv(t, nil, args...)
+}
+
+// StartEnv is Start with env ("KEY=value") added to the test's own environment.
+func StartEnv(t testing.TB, env []string, args ...string) *Process {
+	t.Helper()
 	p := &Process{cmd: exec.Command(Binary(t), args...), out: &SyncBuffer{}, done: make(chan struct{})}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -76,6 +85,9 @@ func (p *Process) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
 }
+
+// PID is the process's id (for reading /proc/PID).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
