@@ -283,7 +283,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, embedded.Config{
-			DataDir: b.DataDir, DriverName: b.DriverName, NodeID: b.NodeID,
+			DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
 			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
 		}, log)
 		if err != nil {

@@ -61,7 +61,14 @@ type Process struct {
 // Start runs the binary with args and stops it (SIGKILL) when the test ends, if still running.
 func Start(t testing.TB, args ...string) *Process {
 	t.Helper()
-	p := &Process{cmd: exec.Command(Binary(t), args...), out: &SyncBuffer{}, done: make(chan struct{})}
+	return StartCommand(t, Binary(t), args...)
+}
+
+// StartCommand is Start for another program: a binary the test built itself, or a shell that
+// prepares the process (its cgroup, say) before it execs the binary.
+func StartCommand(t testing.TB, name string, args ...string) *Process {
+	t.Helper()
+	p := &Process{cmd: exec.Command(name, args...), out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
