@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
@@ -48,20 +50,22 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 			if err != nil {
 				return err
 			}
-			tuneGC(os.Getenv)
-			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+			gc := tuneGC(os.Getenv, memlimit.FromCgroup)
+			return serve(cmd.Context(), cfg, gc, cmd.ErrOrStderr())
 		},
 	}
 	bindServeFlags(cmd.Flags())
 	return cmd
 }
 
-// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace.
-func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
+// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace; gc is what
+// tuneGC applied, logged first.
+func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error {
 	log, err := configLogger(cfg.Logging, stderr)
 	if err != nil {
 		return err
 	}
+	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", gc.LogAttrs()...)
 	tp, prop, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err
