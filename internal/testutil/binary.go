@@ -68,7 +68,21 @@ func Start(t testing.TB, args ...string) *Process {
 // prepares the process (its cgroup, say) before it execs the binary.
 func StartCommand(t testing.TB, name string, args ...string) *Process {
 	t.Helper()
-	p := &Process{cmd: exec.Command(name, args...), out: &SyncBuffer{}, done: make(chan struct{})}
+	return start(t, exec.Command(name, args...))
+}
+
+// StartEnv is Start with env (KEY=value entries) as the whole environment, in place of the
+// test's.
+func StartEnv(t testing.TB, env []string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = env
+	return start(t, cmd)
+}
+
+func start(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p := &Process{cmd: cmd, out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
