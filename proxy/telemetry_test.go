@@ -463,7 +463,13 @@ func testTraceThroughRESTBackend(t *testing.T, tr Transport) {
 		if s.Name() != "POST /csi.v1.Controller/CreateVolume" {
 			t.Errorf("attempt span named %q", s.Name())
 		}
-		checkAttrs(t, s, map[string]any{"csi.backend": "array", "csi.attempt": i + 1, "http.response.status_code": []int{503, 200}[i]})
+		checkAttrs(t, s, map[string]any{"csi.backend": "array", "csi.attempt": i + 1, "http.response.status_code": []int{503, 200}[i],
+			"http.request.method": "POST", "url.full": appl.URL + "/csi.v1.Controller/CreateVolume"})
+		if i == 0 {
+			checkNoAttrs(t, s, "http.request.resend_count")
+		} else {
+			checkAttrs(t, s, map[string]any{"http.request.resend_count": i})
+		}
 		if len(seen) != 2 || seen[i] != traceparentOf(s) {
 			t.Errorf("attempt %d: the appliance got traceparents %q, want #%d to be %s", i+1, seen, i+1, traceparentOf(s))
 		}
