@@ -217,5 +217,5 @@ func otlpProtocol(def string) (string, error) {
 	case "http/protobuf":
 		return ExporterOTLPHTTP, nil
 	}
-	return "", fmt.Errorf("%s: %q is not supported; use grpc or http/protobuf (or set tracing.exporter to otlp or otlphttp)", name, proto)
+	return "", fmt.Errorf("%s: %q is not supported; use grpc or http/protobuf", name, proto)
 }
