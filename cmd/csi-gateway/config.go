@@ -14,6 +14,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy"
+	"github.com/csi-gateway/csi-gateway/tracing"
 )
 
 // Config is the whole configuration of `csi-gateway serve`, read once at start: defaults,
@@ -54,11 +55,12 @@ type AdminConfig struct {
 // TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER_ARG, OTEL_SERVICE_NAME, ...) apply too.
 type TracingConfig struct {
-	// Exporter is none, otlp, otlphttp or stdout; empty leaves it to OTEL_TRACES_EXPORTER
-	// (whose default is none).
+	// Exporter is none, otlp, otlphttp, stdout or console; empty leaves it to
+	// OTEL_TRACES_EXPORTER, then to an endpoint (otlp when one is given), then none. See
+	// tracing.Config.Exporter.
 	Exporter string `mapstructure:"exporter"`
 	// Endpoint is the collector's host:port (otlp) or URL (otlphttp); empty leaves it to
-	// OTEL_EXPORTER_OTLP_ENDPOINT.
+	// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT.
 	Endpoint string `mapstructure:"endpoint"`
 	Insecure bool   `mapstructure:"insecure"` // plaintext to the collector
 	// SampleRatio is the fraction of new traces recorded, 0 to 1; negative (the default)
@@ -362,8 +364,8 @@ func (c *Config) validate() error {
 	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
 		return fmt.Errorf("logging.format: %q is not json or text", c.Logging.Format)
 	}
-	if !slices.Contains([]string{"", "none", "otlp", "otlphttp", "stdout"}, c.Tracing.Exporter) {
-		return fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp or stdout", c.Tracing.Exporter)
+	if err := tracing.CheckExporter(c.Tracing.Exporter); err != nil {
+		return err
 	}
 	if c.Tracing.SampleRatio > 1 {
 		return fmt.Errorf("tracing.sampleRatio: %v is not between 0 and 1", c.Tracing.SampleRatio)
