@@ -3,8 +3,10 @@
 // order, and a call followed through it, are in docs/architecture.md). It also holds what
 // that chain needs and no other package would: the route table, per-object serialization,
 // the capability cache the spec rules gate by, error canonicalization, metrics, readiness,
-// the admin endpoints (/metrics, /healthz, /readyz, /debug/tap) and graceful shutdown.
-// Redaction and scrubbing are package redact's, the CSI spec's rules package csispec's.
+// the admin endpoints (/metrics, /healthz, /readyz, /debug/tap), graceful shutdown, the
+// admission of callers in each listener's handshake and the listeners' hard limits
+// (TransportLimits), the same on both transports. Redaction and scrubbing are package
+// redact's, the CSI spec's rules package csispec's.
 //
 // It owns no storage logic: every call is handed to a backend chosen by the route table, as
 // the raw bytes the caller sent.

@@ -111,7 +111,7 @@ func (s *Server) serializer() *Serializer {
 // own panic recovery (logged to log); r scrubs the refused call's secret values from ABORTED
 // messages.
 //
-// It belongs inside authorize and validation (a refused call never joins or blocks anything)
+// It belongs inside confine and validation (a refused call never joins or blocks anything)
 // and the deadline limits (a flight carries a limited deadline); outside tenant scoping, so
 // that identical calls of a tenant are one call before tenancy takes a quota hold for it (ten
 // identical creates in flight hold the quota once, not ten times); and outside canonicalize,

@@ -48,7 +48,7 @@ func ParseValidationMode(s string) (ValidationMode, error) {
 // never reaches the backend and a malformed answer never reaches the caller; in warn mode both
 // are logged and forwarded; off (or "") adds nothing to the chain.
 //
-// It sits after authorize (and the deadline limit), outside serialization and canonicalize: a refused request
+// It sits after confine (and the deadline limit), outside serialization and canonicalize: a refused request
 // takes no slot of a volume and reaches no backend, its errors are statuses of the gateway's
 // own (no details, a bounded message, no value from the request), and the answer it checks is
 // the one the caller would get (DeleteVolume of a missing volume already made OK). Capabilities are fetched from the routed backend and cached (capabilityCache);
