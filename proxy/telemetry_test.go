@@ -170,7 +170,7 @@ func checkNoAttrs(t *testing.T, s sdktrace.ReadOnlySpan, keys ...attribute.Key) 
 	got := spanAttrs(s)
 	for _, k := range keys {
 		if v, ok := got[k]; ok {
-			t.Errorf("span %q (%s) has %s = %s", s.Name(), s.SpanKind(), k, v.Emit())
+			t.Errorf("span %q (%s) has %s = %s", s.Name(), s.SpanKind(), k, v.String())
 		}
 	}
 }
