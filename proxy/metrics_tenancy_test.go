@@ -20,7 +20,7 @@ func TestTenancyMetrics(t *testing.T) {
 	}
 	defer ledger.Close()
 	for _, v := range []struct{ id, tenant string }{{"vol-1", "blue"}, {"vol-2", "blue"}, {"vol-3", "green"}} {
-		if err := ledger.Record(tenancy.Volume, v.id, tenancy.Record{Tenant: v.tenant, Bytes: 64 << 20}); err != nil {
+		if err := ledger.Record(t.Context(), tenancy.Volume, v.id, tenancy.Record{Tenant: v.tenant, Bytes: 64 << 20}); err != nil {
 			t.Fatal(err)
 		}
 	}
