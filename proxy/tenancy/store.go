@@ -44,7 +44,7 @@ type Store interface {
 // usage is a count of volumes and their bytes: a tenant's, or what a hold reserves.
 type usage struct{ volumes, bytes int64 }
 
-func (u usage) plus(v usage) usage { return usage{u.volumes + v.volumes, u.bytes + v.bytes} }
+func (u usage) plus(v usage) usage  { return usage{u.volumes + v.volumes, u.bytes + v.bytes} }
 func (u usage) minus(v usage) usage { return usage{u.volumes - v.volumes, u.bytes - v.bytes} }
 
 // hold is room in a tenant's quota a store keeps for one call in flight.

@@ -18,7 +18,7 @@ import (
 type boltStore struct {
 	db *bolt.DB
 
-	mu    sync.Mutex
+	mu   sync.Mutex
 	used map[string]usage // recorded and held, per tenant
 }
 
