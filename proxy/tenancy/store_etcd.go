@@ -24,9 +24,9 @@ import (
 type EtcdConfig struct {
 	// Endpoints are the etcd members' client URLs (https://host:2379, or host:port).
 	Endpoints []string
-	// TLS, when not nil, is the CA bundle etcd's certificates chain to and the client
-	// certificate the gateway presents (reloaded when the files change).
-	TLS *tlsconf.ClientFiles
+	// TLS, when not nil, verifies etcd's certificates and presents the gateway's; the store
+	// closes it.
+	TLS *tlsconf.Client
 	// Prefix is the key prefix of this gateway's state; replicas of one central gateway
 	// share it. Default "/csi-gateway/".
 	Prefix string
@@ -82,10 +82,8 @@ type etcdStore struct {
 // OpenEtcd returns a Store in etcd. It does not wait for etcd: a call that needs the store
 // while etcd cannot be reached fails (UNAVAILABLE, naming etcd) within RequestTimeout.
 func OpenEtcd(cfg EtcdConfig) (Store, error) {
-	if len(cfg.Endpoints) == 0 {
-		return nil, errors.New("etcd: no endpoints")
-	}
 	s := &etcdStore{
+		tls:     cfg.TLS,
 		prefix:  cmp.Or(cfg.Prefix, DefaultEtcdPrefix),
 		ttl:     cmp.Or(cfg.LeaseTTL, DefaultEtcdLeaseTTL),
 		timeout: cmp.Or(cfg.RequestTimeout, DefaultEtcdRequestTimeout),
@@ -97,12 +95,12 @@ func OpenEtcd(cfg EtcdConfig) (Store, error) {
 		// Its errors reach callers (UNAVAILABLE naming etcd); its own log would repeat them.
 		Logger: zap.NewNop(),
 	}
+	if len(cfg.Endpoints) == 0 {
+		s.closeTLS()
+		return nil, errors.New("etcd: no endpoints")
+	}
 	if cfg.TLS != nil {
-		tc, err := tlsconf.NewClient(*cfg.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("etcd: %w", err)
-		}
-		s.tls, ccfg.TLS = tc, tc.Config()
+		ccfg.TLS = cfg.TLS.Config()
 	}
 	client, err := clientv3.New(ccfg)
 	if err != nil {

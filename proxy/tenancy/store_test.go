@@ -72,9 +72,13 @@ func TestLedgerStores(t *testing.T) {
 // not nil, adjusts its configuration.
 func openEtcdLedger(t *testing.T, cluster *testutil.EtcdCluster, prefix string, quotas map[string]Quota, tune func(*EtcdConfig)) *Ledger {
 	t.Helper()
+	tc, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: cluster.CA, Cert: cluster.Cert, Key: cluster.Key, ServerName: cluster.ServerName})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := EtcdConfig{
 		Endpoints: cluster.Endpoints(),
-		TLS:       &tlsconf.ClientFiles{CA: cluster.CA, Cert: cluster.Cert, Key: cluster.Key, ServerName: cluster.ServerName},
+		TLS:       tc,
 		Prefix:    prefix,
 		// Generous: the machine running the tests may be loaded.
 		RequestTimeout: 20 * time.Second,
