@@ -121,11 +121,11 @@ func (s *etcdStore) Close() error {
 }
 
 func (s *etcdStore) close() error {
-	s.endLife()
 	s.mu.Lock()
-	lease := s.lease
+	lease := s.lease // before ending the keep-alive, whose end forgets the lease
 	s.lease = 0
 	s.mu.Unlock()
+	s.endLife()
 	if lease != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		s.client.Revoke(ctx, lease) // if etcd is unreachable the lease expires instead

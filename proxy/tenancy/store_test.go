@@ -241,18 +241,27 @@ func testDeadReplicasHoldsExpire(t *testing.T, open opener) {
 
 // TestEtcdWithoutQuorum: with two of three members killed, every ledger step answers within
 // the request timeout with an error naming etcd — UNAVAILABLE for the calls — even for a
-// caller with no deadline of its own; with the members back, the ledger works again.
+// caller with no deadline of its own, and a hold released meanwhile is deleted at the next
+// hold; with the members back, the ledger works again.
 func TestEtcdWithoutQuorum(t *testing.T) {
 	cluster := testutil.StartEtcd(t, 3)
 	const timeout = 2 * time.Second
 	l := openEtcdLedger(t, cluster, "/quorum/", map[string]Quota{"blue": {MaxVolumes: 10, MaxBytes: 100 * mib}},
-		func(c *EtcdConfig) { c.RequestTimeout = timeout })
+		func(c *EtcdConfig) {
+			c.RequestTimeout = timeout
+			c.LeaseTTL = time.Hour // the outage must not expire the hold released during it
+		})
 	ctx := context.Background() // no deadline: only the request timeout bounds the steps
 	if err := l.Record(ctx, Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1", Bytes: mib}); err != nil {
 		t.Fatal(err)
 	}
+	pending, err := l.reserve(ctx, "blue", 1, mib)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster.Stop(1)
 	cluster.Stop(2)
+	pending.release() // cannot reach etcd: kept for later (and it returns: bounded too)
 
 	steps := []struct {
 		name string
@@ -296,6 +305,9 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 	res, err := l.reserve(ctx, "blue", 1, mib)
 	if err != nil {
 		t.Fatalf("with quorum back: %v", err)
+	}
+	if u := l.usageNow("blue"); u != (usage{2, 2 * mib}) {
+		t.Errorf("with quorum back blue's usage = %+v; want the volume and the new hold (the one released during the outage deleted)", u)
 	}
 	res.release()
 }
