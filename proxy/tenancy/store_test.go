@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,7 @@ func TestLedgerStores(t *testing.T) {
 			name string
 			test func(*testing.T, opener)
 		}{
+			{"HoldBetweenCheckAndCommit", testHoldBetweenCheckAndCommit},
 			{"ReplicasNeverOvershoot", testReplicasNeverOvershoot},
 			{"RevokedLeaseFreesHolds", testRevokedLeaseFreesHolds},
 			{"DeadReplicasHoldsExpire", testDeadReplicasHoldsExpire},
@@ -97,6 +99,36 @@ func openEtcdLedger(t *testing.T, cluster *testutil.EtcdCluster, prefix string, 
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// testHoldBetweenCheckAndCommit: the interleaving the hold's transaction exists for, forced.
+// Replica A checks the quota (one volume, none used), and before A commits its hold, replica B
+// takes the last room. A's commit must fail, and its second check see B's hold: refused.
+func testHoldBetweenCheckAndCommit(t *testing.T, open opener) {
+	a, b := open(t, nil).store, open(t, nil).store
+	ctx := t.Context()
+	oneVolume := func(u usage) error {
+		if u.volumes >= 1 {
+			return errors.New("full")
+		}
+		return nil
+	}
+	checks := 0
+	_, err := a.hold(ctx, "blue", usage{volumes: 1}, func(u usage) error {
+		checks++
+		if checks == 1 {
+			if _, err := b.hold(ctx, "blue", usage{volumes: 1}, oneVolume); err != nil {
+				t.Fatalf("B's hold: %v", err)
+			}
+		}
+		return oneVolume(u)
+	})
+	if err == nil || err.Error() != "full" || checks != 2 {
+		t.Fatalf("A's hold after B took the room between A's check and A's commit: %v after %d checks; want refused at the second check", err, checks)
+	}
+	if u, err := a.usage(ctx, "blue"); err != nil || u != (usage{volumes: 1}) {
+		t.Errorf("blue's usage = %+v, %v; want B's one hold", u, err)
+	}
 }
 
 // testReplicasNeverOvershoot: two replicas (two ledgers on one etcd prefix), twenty
