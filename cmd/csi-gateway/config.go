@@ -431,14 +431,19 @@ func validateBackendSecurity(key string, b BackendConfig) error {
 	if b.TLS == nil || b.Type == "embedded" {
 		return nil
 	}
-	if b.TLS.CA == "" {
-		return fmt.Errorf("%s.tls.ca: required (a PEM file: the CA bundle that signed the backend's certificate)", key)
+	return validateClientTLS(key+".tls", *b.TLS)
+}
+
+// validateClientTLS checks the tls keys of something the gateway dials (a backend, etcd).
+func validateClientTLS(key string, t BackendTLSConfig) error {
+	if t.CA == "" {
+		return fmt.Errorf("%s.ca: required (a PEM file: the CA bundle that signed the server's certificate)", key)
 	}
-	if (b.TLS.Cert == "") != (b.TLS.Key == "") {
-		return fmt.Errorf("%s.tls.cert: cert and key go together (the gateway's client certificate and its key); give both or neither", key)
+	if (t.Cert == "") != (t.Key == "") {
+		return fmt.Errorf("%s.cert: cert and key go together (the gateway's client certificate and its key); give both or neither", key)
 	}
-	if _, err := parseMinVersion(b.TLS.MinVersion); err != nil {
-		return fmt.Errorf("%s.tls.minVersion: %w", key, err)
+	if _, err := parseMinVersion(t.MinVersion); err != nil {
+		return fmt.Errorf("%s.minVersion: %w", key, err)
 	}
 	return nil
 }

@@ -101,17 +101,22 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		return fmt.Errorf("transport: %w", err)
 	}
 	var ledger *tenancy.Ledger
-	if cfg.Tenancy.Ledger != "" {
+	if cfg.Tenancy.enabled() {
 		opts, err := cfg.Tenancy.ledgerOptions()
 		if err != nil {
 			return err
 		}
-		if ledger, err = tenancy.Open(cfg.Tenancy.Ledger, cfg.Tenancy.quotas(), opts...); err != nil {
-			return fmt.Errorf("tenancy.ledger: %w", err)
+		store, where, err := cfg.Tenancy.openStore(log)
+		if err != nil {
+			return err
+		}
+		if ledger, err = tenancy.New(store, cfg.Tenancy.quotas(), opts...); err != nil {
+			store.Close()
+			return err
 		}
 		defer ledger.Close()
 		metrics.WatchTenancy(ledger)
-		log.Info("tenancy on", "ledger", cfg.Tenancy.Ledger, "tenants", len(cfg.Tenancy.Tenants))
+		log.Info("tenancy on", "ledger", where, "tenants", len(cfg.Tenancy.Tenants))
 		if cfg.Tenancy.TokenKeyFile == "" {
 			log.Warn("tenancy.tokenKeyFile is not set: tenants' listing tokens (next_token) are sealed with a random key of this process, so they do not survive a restart and other replicas refuse them (ABORTED: the caller restarts its listing)")
 		}
@@ -265,16 +270,21 @@ func backendTLS(name string, b BackendConfig, log *slog.Logger) (*tlsconf.Client
 	if b.TLS == nil || b.Type == "embedded" {
 		return nil, nil
 	}
-	key := "backends." + name + ".tls"
-	minVersion, err := parseMinVersion(b.TLS.MinVersion)
+	return clientTLS("backends."+name+".tls", *b.TLS, log)
+}
+
+// clientTLS loads the TLS files of something the gateway dials (key names them in errors and
+// logs).
+func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Client, error) {
+	minVersion, err := parseMinVersion(t.MinVersion)
 	if err != nil {
 		return nil, fmt.Errorf("%s.minVersion: %w", key, err)
 	}
 	opts := []tlsconf.Option{tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log)}
-	if b.TLS.ServerSPIFFEID != "" {
-		opts = append(opts, tlsconf.WithServerSPIFFEID(b.TLS.ServerSPIFFEID))
+	if t.ServerSPIFFEID != "" {
+		opts = append(opts, tlsconf.WithServerSPIFFEID(t.ServerSPIFFEID))
 	}
-	c, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: b.TLS.CA, Cert: b.TLS.Cert, Key: b.TLS.Key, ServerName: b.TLS.ServerName}, opts...)
+	c, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
