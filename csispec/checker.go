@@ -271,7 +271,7 @@ func (c *checker) stringMap(r *fieldRule, m map[string]string) {
 type rulePlan struct {
 	required []protoreflect.FieldDescriptor // requiredFields that the type has
 	fields   []fieldRule                    // the fields with something to check
-	hook     func(c *checker, m protoreflect.Message)
+	hook     messageHook
 	goMaps   protoread.Struct
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -15,49 +16,55 @@ const maxDNSLabelChars = 63
 // messageHooks check the rules of one message type that go beyond required fields and sizes.
 // The checker runs them wherever the type appears, in requests and in answers, at the message
 // (c.at names its fields).
-var messageHooks = map[protoreflect.FullName]func(c *checker, m protoreflect.Message){
-	"csi.v1.VolumeCapability":            checkVolumeCapability,
-	"csi.v1.VolumeCapability.AccessMode": checkAccessMode,
-	"csi.v1.VolumeContentSource":         checkContentSource,
-	"csi.v1.CapacityRange":               checkCapacityRange,
-	"csi.v1.TopologyRequirement":         checkTopologyRequirement,
-	"csi.v1.Topology":                    checkTopology,
-	"csi.v1.GetPluginInfoResponse":       checkPluginName,
+var messageHooks = map[protoreflect.FullName]messageHook{
+	"csi.v1.VolumeCapability":            hookOf(checkVolumeCapability),
+	"csi.v1.VolumeCapability.AccessMode": hookOf(checkAccessMode),
+	"csi.v1.VolumeContentSource":         hookOf(checkContentSource),
+	"csi.v1.CapacityRange":               hookOf(checkCapacityRange),
+	"csi.v1.TopologyRequirement":         hookOf(checkTopologyRequirement),
+	"csi.v1.Topology":                    hookOf(checkTopology),
+	"csi.v1.GetPluginInfoResponse":       hookOf(checkPluginName),
+}
+
+// messageHook checks one message of the type it is registered for.
+type messageHook func(c *checker, m protoreflect.Message)
+
+// hookOf adapts a check of one generated message type to a messageHook. A message of that
+// type that is not the generated Go type (a dynamic message) is not checked by it.
+func hookOf[T proto.Message](check func(c *checker, m T)) messageHook {
+	return func(c *checker, m protoreflect.Message) {
+		if t, ok := m.Interface().(T); ok {
+			check(c, t)
+		}
+	}
 }
 
 // checkVolumeCapability: exactly one access type (block or mount). access_mode is in
 // requiredFields; its mode is checkAccessMode's.
-func checkVolumeCapability(c *checker, m protoreflect.Message) {
-	vc, ok := m.Interface().(*csi.VolumeCapability)
-	if ok && vc.GetAccessType() == nil {
+func checkVolumeCapability(c *checker, vc *csi.VolumeCapability) {
+	if vc.GetAccessType() == nil {
 		c.add("%s is required: set block or mount", c.at("access_type"))
 	}
 }
 
 // checkAccessMode: the mode is REQUIRED, and UNKNOWN is what a missing mode decodes to. Modes
 // the gateway does not know (a newer spec's) pass.
-func checkAccessMode(c *checker, m protoreflect.Message) {
-	am, ok := m.Interface().(*csi.VolumeCapability_AccessMode)
-	if ok && am.GetMode() == csi.VolumeCapability_AccessMode_UNKNOWN {
+func checkAccessMode(c *checker, am *csi.VolumeCapability_AccessMode) {
+	if am.GetMode() == csi.VolumeCapability_AccessMode_UNKNOWN {
 		c.add("%s is required (UNKNOWN is not an access mode)", c.at("mode"))
 	}
 }
 
 // checkContentSource: exactly one of snapshot and volume; their IDs are in requiredFields.
-func checkContentSource(c *checker, m protoreflect.Message) {
-	cs, ok := m.Interface().(*csi.VolumeContentSource)
-	if ok && cs.GetType() == nil {
+func checkContentSource(c *checker, cs *csi.VolumeContentSource) {
+	if cs.GetType() == nil {
 		c.add("%s must name a snapshot or a volume", c.at(""))
 	}
 }
 
 // checkCapacityRange: at least one bound, and required ≤ limit when both are set. Zero means
 // unset (spec), negative values are the nonNegative table's.
-func checkCapacityRange(c *checker, m protoreflect.Message) {
-	cr, ok := m.Interface().(*csi.CapacityRange)
-	if !ok {
-		return
-	}
+func checkCapacityRange(c *checker, cr *csi.CapacityRange) {
 	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
 	switch {
 	case req == 0 && lim == 0:
@@ -69,9 +76,8 @@ func checkCapacityRange(c *checker, m protoreflect.Message) {
 
 // checkTopologyRequirement: with requisite, every preferred topology is one of the requisite
 // ones. A requirement with neither is taken for no requirement at all (see emptyTopology).
-func checkTopologyRequirement(c *checker, m protoreflect.Message) {
-	tr, ok := m.Interface().(*csi.TopologyRequirement)
-	if !ok || len(tr.GetRequisite()) == 0 {
+func checkTopologyRequirement(c *checker, tr *csi.TopologyRequirement) {
+	if len(tr.GetRequisite()) == 0 {
 		return
 	}
 	requisite := make(map[string]bool, len(tr.GetRequisite()))
@@ -109,11 +115,7 @@ func topologyKey(segments map[string]string) string {
 // checkTopology: key and value formats, and no two keys that differ only in case. The keys
 // and values are named in the message: topology is not secret, and naming them is the only
 // way to say which one is wrong.
-func checkTopology(c *checker, m protoreflect.Message) {
-	t, ok := m.Interface().(*csi.Topology)
-	if !ok {
-		return
-	}
+func checkTopology(c *checker, t *csi.Topology) {
 	segments := t.GetSegments()
 	var buf [8]string // topologies have a handful of keys: sort them without allocating
 	keys := buf[:0]
@@ -193,9 +195,8 @@ func isAlnum(b byte) bool {
 
 // checkPluginName: domain name notation, at most 63 characters, alphanumerics at both ends
 // and '-', '.' or alphanumerics between (v1; no underscore).
-func checkPluginName(c *checker, m protoreflect.Message) {
-	info, ok := m.Interface().(*csi.GetPluginInfoResponse)
-	if ok && info.GetName() != "" && !isDNSName(info.GetName(), false) {
+func checkPluginName(c *checker, info *csi.GetPluginInfoResponse) {
+	if info.GetName() != "" && !isDNSName(info.GetName(), false) {
 		c.add("%s is not a plugin name: at most 63 characters, alphanumerics at both ends and '-', '.' or alphanumerics between (%d bytes given)",
 			c.at("name"), len(info.GetName()))
 	}
