@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
 	"github.com/csi-gateway/csi-gateway/redact"
 )
 
@@ -17,7 +18,7 @@ import (
 const maxMessageBytes = 1024
 
 // canonicalize turns whatever error the rest of the chain returns into the status the CSI
-// spec requires for the call's method (see errorRules): a code from the table, a non-empty
+// spec requires for the call's method (csispec.ErrorCode): a code from the table, a non-empty
 // message of at most 1 KiB with the request's secret values scrubbed out, and no details.
 // When the table says OK (deleting what is already gone), the caller gets an empty response.
 //
@@ -38,7 +39,7 @@ func canonicalize(r *redact.Redactor) Middleware {
 			if ctx.Err() != nil && class != backends.ClassDeadline {
 				class = callerGone(ctx)
 			}
-			code := canonicalCode(call.Method, class)
+			code := csispec.ErrorCode(call.Method, class)
 			if code == codes.OK {
 				call.Response = []byte{} // the method's empty response message
 				return nil

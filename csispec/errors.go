@@ -1,4 +1,4 @@
-package proxy
+package csispec
 
 import (
 	"slices"
@@ -51,8 +51,9 @@ var errorRules = []errorRule{
 	},
 }
 
-// canonicalCode is the code the caller gets when a backend fails method with class.
-func canonicalCode(method string, class backends.Class) codes.Code {
+// ErrorCode is the code the caller gets when a backend fails method (a full method name)
+// with class: the spec's rule for that RPC when it has one, else the class's plain code.
+func ErrorCode(method string, class backends.Class) codes.Code {
 	for _, r := range errorRules {
 		if r.class == class && slices.Contains(r.methods, method) {
 			return r.code
