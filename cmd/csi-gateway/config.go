@@ -130,6 +130,9 @@ type BackendAuthConfig struct {
 // BackendConfig is one backend; which fields apply depends on Type.
 type BackendConfig struct {
 	Type string `mapstructure:"type"` // grpc | rest | embedded
+	// Repair is what the gateway may change in the backend's answers: plugin, spec or none
+	// (proxy.Repair, docs/tap.md); "" is spec for grpc, plugin for the others.
+	Repair string `mapstructure:"repair"`
 	// grpc
 	Target  string   `mapstructure:"target"`
 	Targets []string `mapstructure:"targets"` // failover order; Target is the one-target shorthand
@@ -337,6 +340,9 @@ func (c *Config) validate() error {
 	for name, b := range c.Backends {
 		if err := validateBackendSecurity("backends."+name, b); err != nil {
 			return err
+		}
+		if _, err := proxy.ParseRepair(b.Repair, b.Type); err != nil {
+			return fmt.Errorf("backends.%s.repair: %w", name, err)
 		}
 	}
 	if len(c.Routes) == 0 {
