@@ -25,8 +25,8 @@ const (
 	RepairPlugin Repair = "plugin"
 	// RepairSpec: in front of a real driver (the default of grpc backends). A driver's status
 	// passes unchanged unless the spec forbids it: a code the spec rules out for the RPC
-	// (csispec.RequiredCode: DeleteVolume NOT_FOUND MUST be OK), an empty message, status
-	// details. Failures the gateway meets itself (the driver unreachable, a deadline) are
+	// (csispec.RequiredCode: DeleteVolume NOT_FOUND MUST be OK) or a code outside the
+	// canonical 0-16 (INTERNAL), an empty message, status details. Failures the gateway meets itself (the driver unreachable, a deadline) are
 	// reported as under plugin, minus the table's rules the spec does not require.
 	RepairSpec Repair = "spec"
 	// RepairNone: a pure tap. A driver's status passes exactly, details included; only the
@@ -106,6 +106,9 @@ func answerOf(method, backend string, setting Repair, st *status.Status, scrub *
 	if setting == RepairSpec {
 		if required, ok := csispec.RequiredCode(method, backends.ClassFromCode(code)); ok && required != code {
 			code, kinds = required, append(kinds, repairCode)
+		}
+		if code > codes.Unauthenticated { // not one of the canonical codes the spec names
+			code, kinds = codes.Internal, append(kinds, repairCode)
 		}
 		if code == codes.OK {
 			return status.New(codes.OK, ""), kinds

@@ -46,9 +46,8 @@ type AdminConfig struct {
 	// Listen is host:port; empty turns the admin listener off. Keep it on loopback or a
 	// network only operators reach: the tap shows every call (redacted).
 	Listen string `mapstructure:"listen"`
-	// DriverName is the driver_name label of csi_sidecar_operations_seconds: the name the
-	// driver behind the gateway reports in GetPluginInfo, so the Kubernetes CSI dashboards
-	// can select the gateway's series. Empty: "unknown-driver".
+	// DriverName is the driver_name label of csigw_operations_seconds. Empty: the name each
+	// backend's driver answered GetPluginInfo with ("unknown-driver" until it has).
 	DriverName string `mapstructure:"driverName"`
 }
 
