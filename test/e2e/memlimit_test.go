@@ -138,7 +138,7 @@ func TestMemoryLimitFollowsTheCgroup(t *testing.T) {
 
 	waitHTTP(t, p, "http://"+admin+"/readyz", 200, "", 30*time.Second)
 	fams := scrapeMetrics(t, "http://"+admin+"/metrics")
-	if got := metricSeries(fams, "go_gc_gomemlimit_bytes", map[string]string{}).GetGauge().GetValue(); got != float64(want) {
-		t.Errorf("go_gc_gomemlimit_bytes = %v, want %d (90%% of the %s cgroup's %d)", got, want, cg.version, limit)
+	if got := metricSeries(fams, "csigw_go_gc_gomemlimit_bytes", map[string]string{}).GetGauge().GetValue(); got != float64(want) {
+		t.Errorf("csigw_go_gc_gomemlimit_bytes = %v, want %d (90%% of the %s cgroup's %d)", got, want, cg.version, limit)
 	}
 }
