@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-addons/spec/lib/go/volumegroup"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -155,14 +157,15 @@ func (s *syncBuffer) take() string {
 }
 
 // repairGateway serves a proxy.Server with every method routed to a grpc backend for the
-// driver at endpoint, under setting, and returns a client connection to it.
-func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validation proxy.ValidationMode, obs proxy.CallObserver, logTo *syncBuffer) *grpc.ClientConn {
+// driver at endpoint, under setting, and returns a client connection to it and its metrics.
+func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validation proxy.ValidationMode, obs proxy.CallObserver, logTo *syncBuffer) (*grpc.ClientConn, *proxy.Metrics) {
 	t.Helper()
 	be, err := grpcbackend.New("driver", grpcbackend.Config{Target: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
+	metrics := proxy.NewMetrics("", prometheus.NewRegistry())
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes:     []proxy.Route{{Methods: []string{"*"}, Backend: "driver"}},
 		Backends:   map[string]backends.Backend{"driver": be},
@@ -170,6 +173,7 @@ func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validati
 		Log:        slog.New(slog.NewJSONHandler(logTo, nil)),
 		Observers:  []proxy.CallObserver{obs},
 		Validation: validation,
+		Metrics:    metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +194,7 @@ func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validati
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	return conn
+	return conn, metrics
 }
 
 // TestRepairSettings: for every RPC with rules of its own, a driver answering each non-OK
@@ -204,7 +208,7 @@ func TestRepairSettings(t *testing.T) {
 		t.Run(string(setting), func(t *testing.T) {
 			recs := &repairRecords{}
 			logs := &syncBuffer{}
-			conn := repairGateway(t, driver.Endpoint, setting, proxy.ValidationOff, recs, logs)
+			conn, _ := repairGateway(t, driver.Endpoint, setting, proxy.ValidationOff, recs, logs)
 			for _, rpc := range repairRPCs() {
 				for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
 					d.set(code)
@@ -264,7 +268,7 @@ func TestRepairDefaultUnpublishNotFound(t *testing.T) {
 	driver := startTestDriver(t, t.TempDir(), "driver.sock", d.answer)
 	recs := &repairRecords{}
 	logs := &syncBuffer{}
-	conn := repairGateway(t, driver.Endpoint, proxy.DefaultRepair("grpc"), proxy.ValidationOff, recs, logs)
+	conn, metrics := repairGateway(t, driver.Endpoint, proxy.DefaultRepair("grpc"), proxy.ValidationOff, recs, logs)
 	for _, rpc := range repairRPCs() {
 		want := codes.NotFound
 		switch rpc.method {
@@ -290,6 +294,15 @@ func TestRepairDefaultUnpublishNotFound(t *testing.T) {
 			t.Errorf("%s: the code passed unchanged, yet the record (%+v) shows another or a code repair", rpc.method, rec)
 		}
 	}
+	// One code repair (DeleteVolume), and the four drivers' details dropped, on /metrics.
+	srv := httptest.NewServer(metrics.Handler())
+	defer srv.Close()
+	fams := scrapeMetrics(t, srv.URL)
+	code := metricSeries(fams, "csigw_repairs_total", map[string]string{"backend": "driver", "method_name": "/csi.v1.Controller/DeleteVolume", "kind": "code"})
+	details := metricSeries(fams, "csigw_repairs_total", map[string]string{"backend": "driver", "method_name": "/csi.v1.Node/NodeUnstageVolume", "kind": "details"})
+	if code.GetCounter().GetValue() != 1 || details.GetCounter().GetValue() != 1 {
+		t.Errorf("csigw_repairs_total: DeleteVolume code %v, NodeUnstageVolume details %v; want 1 each", code, details)
+	}
 }
 
 // TestCapabilityFetchCarriesNoCallerMetadata: the ControllerGetCapabilities call the gateway
@@ -306,7 +319,7 @@ func TestCapabilityFetchCarriesNoCallerMetadata(t *testing.T) {
 		}
 		return send(b)
 	})
-	conn := repairGateway(t, driver.Endpoint, proxy.RepairSpec, proxy.ValidationEnforce, &repairRecords{}, &syncBuffer{})
+	conn, _ := repairGateway(t, driver.Endpoint, proxy.RepairSpec, proxy.ValidationEnforce, &repairRecords{}, &syncBuffer{})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-caller-canary", "CANARY-caller-md", "traceparent", traceparent)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
