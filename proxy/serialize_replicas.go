@@ -98,7 +98,7 @@ func lockRefused(ctx context.Context, call *Call, op *operation, err error, m *M
 		}
 		var msg string
 		if held.HolderGone {
-			msg = fmt.Sprintf("csi-gateway: %s: %s was in progress on a replica that stopped, and its backend call may run until %s; retry %s after that",
+			msg = fmt.Sprintf("csi-gateway: %s: %s was in progress on a gateway replica that stopped, and its backend call may run until %s; retry %s after that",
 				op.object(), inFlight, held.Deadline.UTC().Format(time.RFC3339), op.name)
 		} else {
 			msg = fmt.Sprintf("csi-gateway: %s: %s is already in progress on another replica; retry %s when it has finished",
