@@ -34,6 +34,9 @@ func TestLedgerStores(t *testing.T) {
 		{"Forget", testLedgerForget},
 		{"ReserveRelease", testReserveRelease},
 		{"ReserveConcurrent", testReserveConcurrent},
+		{"LockConflicts", testLockConflicts},
+		{"LockIdenticalWaits", testLockIdenticalWaits},
+		{"LockOutlivesItsHolder", testLockOutlivesItsHolder},
 	}
 	run := func(t *testing.T, fresh func(t *testing.T) opener) {
 		for _, b := range shared {

@@ -1,0 +1,125 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// lockOf is an operation on object: its method and scope make its identity.
+func lockOf(object, method, scope string, deadline time.Time) Operation {
+	return Operation{Object: object, Scope: scope, Method: method, Identity: method + "/" + scope, Deadline: deadline}
+}
+
+// lockOrFail takes op's lock, failing the test if it is refused.
+func lockOrFail(t *testing.T, l *Ledger, op Operation) func() {
+	t.Helper()
+	unlock, _, err := l.LockOperation(t.Context(), op)
+	if err != nil {
+		t.Fatalf("locking %s on %s: %v", op.Method, op.Object, err)
+	}
+	return unlock
+}
+
+// refused asserts that op's lock is refused at once with a *Held, and returns it.
+func refused(t *testing.T, l *Ledger, ctx context.Context, op Operation) *Held {
+	t.Helper()
+	unlock, waited, err := l.LockOperation(ctx, op)
+	var held *Held
+	if !errors.As(err, &held) || waited {
+		if unlock != nil {
+			unlock()
+		}
+		t.Fatalf("locking %s (scope %q) on %s: waited %v, %v; want refused at once", op.Method, op.Scope, op.Object, waited, err)
+	}
+	return held
+}
+
+// testLockConflicts: a different operation on a locked object is refused at once, naming
+// the one in flight; operations on two attachments of one object do not conflict, and
+// either conflicts with an operation on the whole object; unlocking frees the object.
+func testLockConflicts(t *testing.T, open opener) {
+	l := open(t, nil)
+	deadline := time.Now().Add(time.Minute)
+	unlock := lockOrFail(t, l, lockOf("blue/volume:v1", "DeleteVolume", "", deadline))
+	held := refused(t, l, t.Context(), lockOf("blue/volume:v1", "ControllerExpandVolume", "", deadline))
+	if held.Method != "DeleteVolume" || held.Identical || held.HolderGone {
+		t.Errorf("refusal: %+v, want the live DeleteVolume, not identical", held)
+	}
+	refused(t, l, t.Context(), lockOf("blue/volume:v1", "ControllerPublishVolume", "node-1", deadline))
+	lockOrFail(t, l, lockOf("green/volume:v1", "DeleteVolume", "", deadline))() // another tenant's object
+	unlock()
+
+	unlock1 := lockOrFail(t, l, lockOf("blue/volume:v1", "ControllerPublishVolume", "node-1", deadline))
+	unlock2 := lockOrFail(t, l, lockOf("blue/volume:v1", "ControllerPublishVolume", "node-2", deadline))
+	refused(t, l, t.Context(), lockOf("blue/volume:v1", "ControllerUnpublishVolume", "node-1", deadline))
+	refused(t, l, t.Context(), lockOf("blue/volume:v1", "DeleteVolume", "", deadline))
+	unlock1()
+	unlock2()
+	lockOrFail(t, l, lockOf("blue/volume:v1", "DeleteVolume", "", deadline))()
+}
+
+// testLockIdenticalWaits: an identical operation waits while the lock is held, and takes it
+// when the first one unlocks.
+func testLockIdenticalWaits(t *testing.T, open opener) {
+	l := open(t, nil)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
+	unlock := lockOrFail(t, l, op)
+	type result struct {
+		unlock func()
+		waited bool
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		u, waited, err := l.LockOperation(t.Context(), op)
+		got <- result{u, waited, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("the identical operation did not wait: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlock()
+	r := <-got
+	if r.err != nil || !r.waited {
+		t.Fatalf("the identical operation after the first unlocked: waited %v, %v", r.waited, r.err)
+	}
+	r.unlock()
+	lockOrFail(t, l, lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Time{}))()
+}
+
+// testLockOutlivesItsHolder: a ledger closed while an operation holds a lock (a replica
+// killed, a process stopped) leaves the object locked, in a ledger opened afterwards (a
+// replica, the process restarted), until the operation's deadline: a different operation is
+// refused naming the deadline, an identical one whose deadline comes first is refused, one
+// with time to spare waits for it and then takes the lock. An operation without a deadline
+// locks nothing once its holder is gone.
+func testLockOutlivesItsHolder(t *testing.T, open opener) {
+	dying := open(t, nil)
+	deadline := time.Now().Add(3 * time.Second)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)
+	lockOrFail(t, dying, op)
+	lockOrFail(t, dying, lockOf("blue/volume:v9", "DeleteVolume", "", time.Time{}))
+	dying.Close()
+
+	l := open(t, nil)
+	lockOrFail(t, l, lockOf("blue/volume:v9", "DeleteVolume", "", time.Time{}))()
+	held := refused(t, l, t.Context(), lockOf("blue/volume-name:pvc-1", "CreateVolume", "other", time.Time{}))
+	if !held.HolderGone || !held.Deadline.Equal(deadline) {
+		t.Errorf("refusal: %+v, want a gone holder with deadline %s", held, deadline)
+	}
+	early, cancel := context.WithDeadline(t.Context(), deadline.Add(-time.Second))
+	refused(t, l, early, op)
+	cancel()
+	unlock, waited, err := l.LockOperation(t.Context(), op)
+	if err != nil || !waited {
+		t.Fatalf("an identical operation with time to spare: waited %v, %v", waited, err)
+	}
+	if now := time.Now(); now.Before(deadline) {
+		t.Errorf("took the lock at %s, before the dead operation's deadline %s", now, deadline)
+	}
+	unlock()
+	lockOrFail(t, l, lockOf("blue/volume-name:pvc-1", "DeleteVolume", "", time.Time{}))()
+}
