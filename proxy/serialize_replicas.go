@@ -16,7 +16,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
-// lockAcrossReplicas takes the tenancy store's lock of a serialized operation's object for
+// lockAcrossReplicas takes the tenancy store's lock of a tenant's serialized operation's object for
 // as long as its backend call runs (tenancy.Ledger.LockOperation), so that replicas of a
 // central gateway on one etcd — or one gateway and the process it replaced, on one bbolt
 // file — never run two operations on one object at once. It sits inside the Serializer (the
@@ -41,8 +41,12 @@ import (
 func lockAcrossReplicas(ledger *tenancy.Ledger, m *Metrics, r *Redactor) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
-			op, ok := operationOf(call, auth.TenantFromContext(ctx))
-			if !ok {
+			tenant := auth.TenantFromContext(ctx)
+			op, ok := operationOf(call, tenant)
+			if !ok || tenant == "" {
+				// A caller of no tenant (an operator's listener) does not use the ledger, so
+				// that it keeps working while the store does not; its calls are serialized
+				// within the replica only.
 				return next(ctx, call)
 			}
 			identity, err := requestIdentity(call, r)
