@@ -110,9 +110,7 @@ func lockRefused(ctx context.Context, call *Call, op *operation, err error, m *M
 		}
 		return status.Error(codes.Aborted, boundMessage(call.secrets(r).Scrub(msg)))
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return status.Error(callerGone(ctx).Code(), boundMessage(fmt.Sprintf(
-			"csi-gateway: %s on %s: waited for the same operation in progress on another replica until the caller stopped waiting: %v",
-			op.describe(), op.object(), ctx.Err())))
+		return stoppedWaiting(ctx, op)
 	default:
 		return err // the ledger's UNAVAILABLE
 	}

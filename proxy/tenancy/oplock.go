@@ -107,6 +107,8 @@ func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func()
 	for {
 		unlock, held, err := l.store.tryLock(ctx, op)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, waited, ctx.Err()
 		case err != nil:
 			return nil, waited, ledgerError(err)
 		case held == nil:
