@@ -81,6 +81,12 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 		t.Fatalf("the identical operation did not wait: %+v", r)
 	case <-time.After(200 * time.Millisecond):
 	}
+	// A waiter whose context ends stops waiting with its context's error.
+	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, waited, err := l.LockOperation(short, op); !waited || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a waiter whose deadline passes: waited %v, %v; want context.DeadlineExceeded", waited, err)
+	}
 	unlock()
 	r := <-got
 	if r.err != nil || !r.waited {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -268,6 +269,10 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 		{"reserve", func() error { _, err := l.reserve(ctx, "blue", 1, mib); return err }},
 		{"bytesLeft", func() error { _, _, err := l.bytesLeft(ctx, "blue"); return err }},
 		{"Usage", func() error { _, err := l.Usage(ctx); return err }},
+		{"LockOperation", func() error {
+			_, _, err := l.LockOperation(ctx, lockOf("blue/volume:vol-1", "DeleteVolume", "", time.Now().Add(time.Minute)))
+			return err
+		}},
 	}
 	for _, s := range steps {
 		done := make(chan error, 1)
@@ -279,7 +284,7 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 				t.Errorf("%s without quorum succeeded", s.name)
 				continue
 			}
-			if s.name != "reserve" && s.name != "bytesLeft" { // those answer in gRPC terms; the others' errors reach callers through ledgerError
+			if !slices.Contains([]string{"reserve", "bytesLeft", "LockOperation"}, s.name) { // those answer in gRPC terms; the others' errors reach callers through ledgerError
 				err = ledgerError(err)
 			}
 			if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
