@@ -3,8 +3,13 @@ package tenancy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
+	"github.com/csi-gateway/csi-gateway/tlsconf"
 )
 
 // lockOf is an operation on object: its method and scope make its identity.
@@ -128,4 +133,45 @@ func testLockOutlivesItsHolder(t *testing.T, open opener) {
 	}
 	unlock()
 	lockOrFail(t, l, lockOf("blue/volume-name:pvc-1", "DeleteVolume", "", time.Time{}))()
+}
+
+// BenchmarkLockOperation: what locking and unlocking one operation costs on each store (a
+// bbolt file: two synced writes; a 3-member etcd on loopback: a lease grant and two
+// transactions, the revoke off the call's path).
+func BenchmarkLockOperation(b *testing.B) {
+	deadline := time.Now().Add(time.Hour)
+	run := func(b *testing.B, l *Ledger) {
+		for i := 0; b.Loop(); i++ {
+			unlock, _, err := l.LockOperation(b.Context(), lockOf(fmt.Sprintf("blue/volume:v%d", i), "DeleteVolume", "", deadline))
+			if err != nil {
+				b.Fatal(err)
+			}
+			unlock()
+		}
+	}
+	b.Run("bbolt", func(b *testing.B) {
+		l, err := Open(filepath.Join(b.TempDir(), "tenancy.db"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		run(b, l)
+	})
+	b.Run("etcd", func(b *testing.B) {
+		cluster := testutil.StartEtcd(b, 3)
+		tc, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: cluster.CA, Cert: cluster.Cert, Key: cluster.Key, ServerName: cluster.ServerName})
+		if err != nil {
+			b.Fatal(err)
+		}
+		store, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints(), TLS: tc, Prefix: "/bench/"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := New(store, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		run(b, l)
+	})
 }
