@@ -175,3 +175,34 @@ func BenchmarkLockOperation(b *testing.B) {
 		run(b, l)
 	})
 }
+
+// testDeadReplicasLockLastsItsLease: a replica that dies without a word (nothing revoked)
+// holds the objects of its operations until the later of its lease's expiry and their
+// deadlines: here the lease (8 s) outlives the deadline (1 s), and the object stays locked
+// after the deadline, until the lease expires; an identical operation waits for that.
+func testDeadReplicasLockLastsItsLease(t *testing.T, cluster *testutil.EtcdCluster) {
+	prefix := "/" + t.Name() + "/"
+	a := openEtcdLedger(t, cluster, prefix, nil, func(c *EtcdConfig) { c.LeaseTTL = 8 * time.Second })
+	b := openEtcdLedger(t, cluster, prefix, nil, nil)
+	deadline := time.Now().Add(time.Second)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)
+	lockOrFail(t, a, op)
+	dead := a.store.(*etcdStore)
+	dead.endLife() // no more keep-alives: as a killed process
+	dead.client.Close()
+
+	// Past the deadline and its "until" lease (granted for at most 2 s), well before the
+	// replica's lease can expire (at least 8 s less one keep-alive interval after its death).
+	time.Sleep(time.Until(deadline.Add(2500 * time.Millisecond)))
+	held := refused(t, b, t.Context(), lockOf("blue/volume-name:pvc-1", "DeleteVolume", "", time.Time{}))
+	if held.HolderGone {
+		t.Errorf("refusal after the deadline: %+v, want the holder still alive (its lease has not expired)", held)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	unlock, waited, err := b.LockOperation(ctx, op)
+	if err != nil || !waited {
+		t.Fatalf("an identical operation: waited %v, %v; want it to wait for the dead replica's lease", waited, err)
+	}
+	unlock()
+}
