@@ -73,10 +73,10 @@ test-deps:
 	fi
 
 # `make bench` runs test/bench: a CSI driver reached directly, through the gateway (passthrough and
-# every feature on), haproxy, socat and the gateway's bare HTTP/2 transport (the floor), side by
-# side in one run, then a soak of a million calls
+# every feature on, each on grpc-go, the default transport, and on frames), haproxy, socat and the
+# gateway's bare HTTP/2 transport (the floor), side by side in one run, then a soak of a million calls
 # through the full gateway (is its heap flat?), then the redaction micro-benchmark; it prints the
-# report and writes it to BENCH_OUT (about 7 minutes, plus 2–8 for the soak). As root it
+# report and writes it to BENCH_OUT (about 9 minutes, plus 2–8 for the soak). As root it
 # installs haproxy and socat from Debian's packages when missing. BENCH_WINDOW is each relay's
 # measured turn, BENCH_ROUNDS how many turns; BENCH_FLAGS adds flags (`go run ./test/bench -h`),
 # e.g. BENCH_FLAGS='-relays direct,full -concurrency 16', or '-soak 0' to skip the soak. `make bench-micro` runs every

@@ -5,10 +5,38 @@ import (
 	"sync/atomic"
 )
 
-// CallInfo is what a backend reports about one call back to the gateway, for logs, traces and
-// metrics. The gateway puts one in the context of each call; backends update it.
+// CallInfo is what a backend and the gateway share about one call: the backend reports its
+// attempts back, for logs, traces and metrics, and the gateway lends it the scrubber of the
+// call's secrets. The gateway puts one in the context of each call; backends update it.
 type CallInfo struct {
 	attempts atomic.Int32
+	scrubber Scrubber // set before the backend is called; nil: scrub nothing
+}
+
+// Scrubber removes the secret values of a call's request from text (proxy.Scrubber, built
+// from the request on first use). It must be safe to call from the goroutine that runs the
+// backend call.
+type Scrubber interface {
+	Scrub(text string) string
+}
+
+// SetScrubber makes Scrub use s. The gateway calls it before handing the call to a backend.
+func (c *CallInfo) SetScrubber(s Scrubber) {
+	if c != nil {
+		c.scrubber = s
+	}
+}
+
+// Scrub returns text without the secret values of the call's request. A backend calls it on
+// words it did not write (an appliance's error body) before it parses, cleans or cuts them:
+// once text is transformed, a secret may no longer be recognised. The gateway scrubs every
+// error message again, in every form a secret takes, so this is a first line, not the only
+// one. Without a scrubber (or on a nil CallInfo) text is returned as it is.
+func (c *CallInfo) Scrub(text string) string {
+	if c == nil || c.scrubber == nil {
+		return text
+	}
+	return c.scrubber.Scrub(text)
 }
 
 // AddAttempt records one more attempt (request sent to the backend) for the call.

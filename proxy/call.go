@@ -42,6 +42,7 @@ type Call struct {
 	respOf []byte
 
 	scrubber *Scrubber
+	redactor *Redactor // finds the request's secret values for Scrub; nil: Scrub does nothing
 	ids      map[string]string
 	idsDone  bool
 }
@@ -114,6 +115,17 @@ func (c *Call) secrets(r *Redactor) *Scrubber {
 		c.scrubber = NewScrubber(values)
 	}
 	return c.scrubber
+}
+
+// Scrub removes the secret values of the call's request from text: it is the call's
+// backends.Scrubber, lent to its backend through backends.CallInfo so that the backend can
+// scrub an appliance's words before it transforms them. It runs on the goroutine that runs
+// the backend call, which owns the Call then.
+func (c *Call) Scrub(text string) string {
+	if c.redactor == nil {
+		return text
+	}
+	return c.secrets(c.redactor).Scrub(text)
 }
 
 // IDs returns the identifying fields the request sets (see requestIDs), computed once for the

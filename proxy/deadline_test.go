@@ -229,7 +229,9 @@ func TestDeadlineBuiltinPatterns(t *testing.T) {
 // TestDeadlineThroughServer: a caller that sets no deadline gets the gateway's default, which
 // reaches the backend, and the message says whose deadline it was. (ListVolumes: a method the
 // serializer leaves alone, so that this test is about deadlines only.)
-func TestDeadlineThroughServer(t *testing.T) {
+func TestDeadlineThroughServer(t *testing.T) { onEachTransport(t, testDeadlineThroughServer) }
+
+func testDeadlineThroughServer(t *testing.T, tr Transport) {
 	to := mustTimeouts(t, TimeoutConfig{Overrides: []MethodTimeout{
 		{Methods: []string{"/csi.v1.Controller/ListVolumes"}, Default: 200 * time.Millisecond},
 	}})
@@ -245,7 +247,7 @@ func TestDeadlineThroughServer(t *testing.T) {
 	}}
 	opts := serverFakeOptions(fake)
 	opts.Timeouts = to
-	ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)
 
 	start := time.Now()
 	_, err := csi.NewControllerClient(ts.conn).ListVolumes(context.Background(), &csi.ListVolumesRequest{})

@@ -31,6 +31,11 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	if err != nil || u.Scheme == "" {
 		return Endpoint{}, fmt.Errorf("endpoint %q: want unix:///absolute/path.sock or tcp://host:port", s)
 	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.HasSuffix(s, "#") {
+		// As a URL, the address would end at the '?' or '#', and the gateway would listen
+		// on (or dial) another path than the one written, as gRPC's clients would.
+		return Endpoint{}, fmt.Errorf("endpoint %q: '?' and '#' cannot appear in an endpoint (a URL ends its path there); rename the socket's path", s)
+	}
 	switch strings.ToLower(u.Scheme) {
 	case "unix":
 		path := u.Path

@@ -113,7 +113,9 @@ func TestCanonicalCode(t *testing.T) {
 // reached (down, circuit open, draining) or does not answer in time is a plugin that is not
 // healthy: FAILED_PRECONDITION with the backend's reason. A backend that answers, ready=false
 // included, passes through.
-func TestProbeThroughServer(t *testing.T) {
+func TestProbeThroughServer(t *testing.T) { onEachTransport(t, testProbeThroughServer) }
+
+func testProbeThroughServer(t *testing.T, tr Transport) {
 	answer := func(resp *csi.ProbeResponse, err error) func(context.Context, string, []byte) ([]byte, error) {
 		return func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
 			if err != nil {
@@ -159,7 +161,7 @@ func TestProbeThroughServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := serverFakeOptions(&serverFake{answer: tt.backend})
 			opts.Timeouts = timeouts
-			ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo)
+			ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)
 			resp, err := csi.NewIdentityClient(ts.conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
 			st := status.Convert(err)
 			if st.Code() != tt.wantCode || st.Message() != tt.wantMsg {

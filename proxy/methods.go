@@ -21,6 +21,27 @@ type methodInfo struct {
 	input, output protoreflect.MessageType
 	// idFields are the request's fields of recordedIDFields (see idFieldsOf).
 	idFields []protoreflect.FieldDescriptor
+	// paging is how a paged List method's request and answer carry their tokens; nil for
+	// every other method.
+	paging *pageTokens
+}
+
+// pageTokens are the token fields of a paged List method: the request's starting_token and
+// the answer's next_token.
+type pageTokens struct {
+	starting, next protoreflect.FieldDescriptor
+}
+
+// pageTokensOf returns the token fields of md when it is a paged List method (a unary
+// method whose request has a starting_token and whose answer has a next_token, both
+// strings), nil otherwise.
+func pageTokensOf(md protoreflect.MethodDescriptor) *pageTokens {
+	starting := md.Input().Fields().ByName("starting_token")
+	next := md.Output().Fields().ByName("next_token")
+	if md.IsStreamingClient() || md.IsStreamingServer() || !isSingularString(starting) || !isSingularString(next) {
+		return nil
+	}
+	return &pageTokens{starting: starting, next: next}
 }
 
 // streaming reports whether either side of the method streams.
@@ -56,7 +77,8 @@ func lookupMethod(fullMethod string) *methodInfo {
 	if err1 != nil || err2 != nil {
 		return nil
 	}
-	return &methodInfo{name: method, desc: md, input: in, output: out, idFields: idFieldsOf(md.Input())}
+	return &methodInfo{name: method, desc: md, input: in, output: out, idFields: idFieldsOf(md.Input()),
+		paging: pageTokensOf(md)}
 }
 
 func hasKnownPackage(service string) bool {

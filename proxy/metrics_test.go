@@ -250,7 +250,9 @@ func TestMetricsHandlerNeedsGatherer(t *testing.T) {
 // TestMetricsThroughServer runs calls through a real Server: csigw_calls_in_flight is 1 while a
 // call is blocked in its backend and 0 after, each call is counted once, and neither the
 // volume's name nor its ID becomes a label.
-func TestMetricsThroughServer(t *testing.T) {
+func TestMetricsThroughServer(t *testing.T) { onEachTransport(t, testMetricsThroughServer) }
+
+func testMetricsThroughServer(t *testing.T, tr Transport) {
 	m := NewMetrics("csi.example.com", prometheus.NewRegistry())
 	entered, release := make(chan struct{}), make(chan struct{})
 	fake := &serverFake{answer: func(ctx context.Context, method string, _ []byte) ([]byte, error) {
@@ -262,7 +264,7 @@ func TestMetricsThroughServer(t *testing.T) {
 	}}
 	opts := serverFakeOptions(fake)
 	opts.Metrics = m
-	ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelError)
+	ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelError)
 	client := csi.NewControllerClient(ts.conn)
 
 	done := make(chan error, 1)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/test/bench/messages"
 )
 
@@ -103,7 +104,7 @@ func dynamicCorpus(t *testing.T) []goldenCase {
 	typ := func(name string) descriptorpb.FieldDescriptorProto_Type {
 		return descriptorpb.FieldDescriptorProto_Type(T["TYPE_"+name])
 	}
-	secret := unknownOption(csiSecretOption)
+	secret := unknownOption(backends.CSISecretOption)
 	file := buildFile(t, "test.golden", &descriptorpb.DescriptorProto{
 		Name: proto.String("Kinds"),
 		Field: []*descriptorpb.FieldDescriptorProto{

@@ -3,18 +3,9 @@ package proxy
 import (
 	"maps"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-)
 
-// Field numbers of the FieldOptions extensions that mark a field as secret. csi.v1.csi_secret
-// is also what the csi-addons protos use; vg_csi_secret is the marker of the VolumeGroup
-// proposal (spec REQUIREMENTS §4.1), which no Go package registers.
-const (
-	csiSecretOption   protowire.Number = 1059
-	vgCSISecretOption protowire.Number = 1101
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // redactAction is what a plan does to one field.
@@ -172,47 +163,9 @@ func fieldMessage(fd protoreflect.FieldDescriptor) protoreflect.MessageDescripto
 }
 
 func (r *Redactor) isSecretField(fd protoreflect.FieldDescriptor) bool {
-	return r.cfg.secretFields[fd.FullName()] || hasSecretOption(fd)
+	return r.cfg.secretFields[fd.FullName()] || backends.HasSecretOption(fd)
 }
 
 func (r *Redactor) isContextField(fd protoreflect.FieldDescriptor) bool {
 	return fd.IsMap() && fd.MapValue().Kind() == protoreflect.StringKind && r.cfg.contextFields[fd.Name()]
-}
-
-// hasSecretOption reports whether fd carries csi.v1.csi_secret (or vg_csi_secret) = true.
-// Options decoded where the extension was not registered (descriptors built at run time, the
-// VolumeGroup proposal) keep it as unknown bytes, so those are read too.
-func hasSecretOption(fd protoreflect.FieldDescriptor) bool {
-	opts := fd.Options()
-	if opts == nil || !opts.ProtoReflect().IsValid() {
-		return false
-	}
-	if v, ok := proto.GetExtension(opts, csi.E_CsiSecret).(bool); ok && v {
-		return true
-	}
-	b := opts.ProtoReflect().GetUnknown()
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		if typ == protowire.VarintType && (num == csiSecretOption || num == vgCSISecretOption) {
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return false
-			}
-			if v != 0 {
-				return true
-			}
-			b = b[m:]
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b)
-		if m < 0 {
-			return false
-		}
-		b = b[m:]
-	}
-	return false
 }

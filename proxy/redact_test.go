@@ -24,6 +24,8 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 const canary = "CANARY-7f3a9c-SECRET"
@@ -550,8 +552,8 @@ func TestRedactRuntimeDescriptor(t *testing.T) {
 		Name: proto.String("CreateVolumeRequest"),
 		Field: []*descriptorpb.FieldDescriptorProto{
 			field("name", 1, str, "", false, nil),
-			field("token", 2, str, "", false, unknownOption(csiSecretOption)),
-			field("group_token", 3, str, "", true, unknownOption(vgCSISecretOption)),
+			field("token", 2, str, "", false, unknownOption(backends.CSISecretOption)),
+			field("group_token", 3, str, "", true, unknownOption(backends.VGCSISecretOption)),
 		},
 	})
 	r := NewRedactor()
@@ -588,7 +590,7 @@ func TestRedactRecursiveTypes(t *testing.T) {
 		}},
 		&descriptorpb.DescriptorProto{Name: proto.String("Outer"), Field: []*descriptorpb.FieldDescriptorProto{
 			field("in", 1, msg, ".test.cycle.Inner", false, nil),
-			field("secret", 2, descriptorpb.FieldDescriptorProto_TYPE_BYTES, "", false, unknownOption(csiSecretOption)),
+			field("secret", 2, descriptorpb.FieldDescriptorProto_TYPE_BYTES, "", false, unknownOption(backends.CSISecretOption)),
 		}},
 	)
 	inner, outer := file.Messages().Get(0), file.Messages().Get(1)

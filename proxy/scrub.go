@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // ScrubbedValue replaces each run of secret bytes in text passed through Scrubber.Scrub.
@@ -18,11 +20,28 @@ const ScrubbedValue = "***"
 // removed from messages by schema (Redactor.Redact); only free-text scrubbing skips them.
 const minScrubLen = 4
 
+// minFragmentLen is the shortest part of a secret value (one of its lines or words) that a
+// Scrubber removes on its own. A part is what an appliance echoes line by line or word by
+// word; parts shorter than this ("-----", "KEY", "==") are ordinary text, so removing them
+// would garble messages, and on their own they give away little. Whole values, and their
+// flattened and trimmed forms, are removed down to minScrubLen.
+const minFragmentLen = 8
+
 // Scrubber removes the secret values of one call from free text the gateway emits about it:
-// log lines, span attributes, error messages from backends. Besides each value it removes the
-// encodings a backend is likely to echo: base64 (standard and URL alphabets, padded or not),
-// URL query and path escaping, and JSON string escaping. A value embedded in a larger encoded
-// blob (say base64("user:password")) cannot be recognised and is not removed.
+// log lines, span attributes, error messages from backends. Every form of a value is removed,
+// wherever it came from (a driver, an appliance's error body, the gateway itself):
+//
+//   - the value as sent;
+//   - the value as a backend or appliance reformats it (derivedForms): flattened to one line
+//     (backends.OneLine, as the rest backends clean an appliance's words before the
+//     gateway sees them: a trailing newline, a CRLF or a tab becomes a space or nothing),
+//     trimmed, and, for a value of several lines or words (a PEM key), each line and each
+//     word of at least minFragmentLen bytes;
+//   - each of those encoded as a backend is likely to echo it: base64 (standard and URL
+//     alphabets, padded or not), URL query and path escaping, and JSON string escaping.
+//
+// A value embedded in a larger encoded blob (say base64("user:password")), or cut short by
+// its echoer, cannot be recognised and is not removed.
 //
 // A Scrubber is immutable and safe for concurrent use. A nil *Scrubber scrubs nothing.
 type Scrubber struct {
@@ -34,13 +53,17 @@ type Scrubber struct {
 }
 
 // NewScrubber returns a Scrubber for values (typically Redactor.SecretValues of a request).
-// Values shorter than 4 bytes are ignored (see minScrubLen). It never returns nil.
+// Values shorter than 4 bytes are ignored (see minScrubLen), and so are lines and words of a
+// value shorter than 8 (see minFragmentLen). It never returns nil.
 func NewScrubber(values []string) *Scrubber {
 	sc := &Scrubber{}
 	forms := make([]string, 0, maxEncodedForms*len(values))
 	for _, v := range values {
 		if len(v) >= minScrubLen {
 			forms = appendEncodedForms(forms, v)
+			for _, d := range derivedForms(v) {
+				forms = appendEncodedForms(forms, d)
+			}
 		}
 	}
 	sc.patterns = slices.DeleteFunc(forms, func(p string) bool { return len(p) < minScrubLen })
@@ -66,6 +89,36 @@ func NewScrubber(values []string) *Scrubber {
 		sc.group[c] += sc.group[c-1]
 	}
 	return sc
+}
+
+// derivedForms returns the forms other than itself that v takes once reformatted: OneLine(v),
+// v trimmed, and each line and word of v (trimmed, flattened) of at least minFragmentLen
+// bytes; nil for a value of one word of printable ASCII, which has none.
+func derivedForms(v string) []string {
+	plain := true
+	for i := 0; i < len(v) && plain; i++ {
+		plain = v[i] > ' ' && v[i] < 0x7f
+	}
+	if plain {
+		return nil
+	}
+	var out []string
+	add := func(f string, min int) {
+		if len(f) >= min && f != v && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	flat := backends.OneLine(v)
+	add(flat, minScrubLen)
+	add(strings.TrimSpace(v), minScrubLen)
+	for _, line := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		add(strings.TrimSpace(line), minFragmentLen)
+		add(backends.OneLine(line), minFragmentLen)
+	}
+	for _, word := range strings.Fields(flat) {
+		add(word, minFragmentLen)
+	}
+	return out
 }
 
 // maxEncodedForms is how many forms appendEncodedForms appends at most.

@@ -201,7 +201,8 @@ func (s *Serializer) start(ctx context.Context, op *operation) *flight {
 // run makes the flight's backend call on a Call of its own (the callers' Calls each belong
 // to their caller's goroutine), then removes the flight and hands out the answer.
 func (s *Serializer) run(f *flight, call *Call, h Handler) {
-	shared := &Call{Method: call.Method, Start: call.Start, Request: call.Request, info: call.info, decodedBy: call}
+	shared := &Call{Method: call.Method, Start: call.Start, Request: call.Request, info: call.info, decodedBy: call, redactor: call.redactor}
+	f.info.SetScrubber(shared)
 	err := h(f.ctx, shared)
 	expired := !f.deadline.IsZero() && time.Until(f.deadline) < deadlineSlack
 	f.cancel()

@@ -128,10 +128,10 @@ type replica struct {
 	ledger  *tenancy.Ledger
 }
 
-// startReplica serves be to tenant "blue" through ledger, with metrics.
-func startReplica(t *testing.T, be *racyBackend, ledger *tenancy.Ledger) *replica {
+// startReplica serves be to tenant "blue" through ledger on transport tr, with metrics.
+func startReplica(t *testing.T, tr Transport, be *racyBackend, ledger *tenancy.Ledger) *replica {
 	t.Helper()
-	o := tenantGatewayOptions(be, ledger)
+	o := tenantGatewayOptions(tr, be, ledger)
 	o.Metrics = NewMetrics("", prometheus.NewRegistry())
 	o.Metrics.WatchTenancy(ledger)
 	return &replica{tenantGateway: startTenantGatewayWith(t, o, "blue"), metrics: o.Metrics, ledger: ledger}
@@ -173,8 +173,8 @@ func TestReplicasIdenticalCreatesOneVolume(t *testing.T) {
 	be := newRacyBackend(300*time.Millisecond, nil)
 	prefix := "/" + t.Name() + "/"
 	replicas := []*replica{
-		startReplica(t, be, openEtcdLedger(t, cluster, prefix, nil)),
-		startReplica(t, be, openEtcdLedger(t, cluster, prefix, nil)),
+		startReplica(t, TransportGRPC, be, openEtcdLedger(t, cluster, prefix, nil)),
+		startReplica(t, TransportFrames, be, openEtcdLedger(t, cluster, prefix, nil)),
 	}
 	ctx := serverCallCtx(t)
 	for round := range 5 {
@@ -220,8 +220,8 @@ func TestReplicaKilledMidCall(t *testing.T) {
 	cluster := tu.StartEtcd(t, 3)
 	be := newRacyBackend(0, make(chan struct{})) // creates wait for their deadline
 	prefix := "/" + t.Name() + "/"
-	dying := startReplica(t, be, openEtcdLedger(t, cluster, prefix, nil))
-	survivor := startReplica(t, be, openEtcdLedger(t, cluster, prefix, nil))
+	dying := startReplica(t, TransportGRPC, be, openEtcdLedger(t, cluster, prefix, nil))
+	survivor := startReplica(t, TransportFrames, be, openEtcdLedger(t, cluster, prefix, nil))
 	testDeadCallBlocks(t, be, dying, func() *replica {
 		dying.ledger.Close() // the lease is revoked: the replica is gone for etcd
 		return survivor
@@ -239,14 +239,14 @@ func TestRestartMidCallBbolt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := startReplica(t, be, ledger)
+	before := startReplica(t, TransportFrames, be, ledger)
 	after := testDeadCallBlocks(t, be, before, func() *replica {
 		ledger.Close() // the process stops; its backend call goes on until its deadline
-		return startReplica(t, be, openLedger(t, path, nil))
+		return startReplica(t, TransportGRPC, be, openLedger(t, path, nil))
 	})
 	after.ledger.Close()
 	// Reopened once more: nothing is left locked.
-	again := startReplica(t, be, openLedger(t, path, nil))
+	again := startReplica(t, TransportFrames, be, openLedger(t, path, nil))
 	req := serverCreateVolumeRequest("pvc-other")
 	if _, err := again.create(serverCallCtx(t), req); err != nil {
 		t.Fatalf("a create after a second reopening: %v", err)

@@ -135,10 +135,11 @@ const (
 	serialCanaryNode = "node-SERIAL-CANARY-5e1d"
 )
 
-// startSerialHarness serves every method from f and returns the server's Serializer too.
-func startSerialHarness(t *testing.T, f backends.Backend) (*serverHarness, *Serializer) {
+// startSerialHarness serves every method from f on transport tr and returns the server's
+// Serializer too.
+func startSerialHarness(t *testing.T, tr Transport, f backends.Backend) (*serverHarness, *Serializer) {
 	t.Helper()
-	ts := startServerHarness(t, Options{
+	ts := startServerHarness(t, tr, Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "fake"}},
 		Backends: map[string]backends.Backend{"fake": f},
 	}, ListenerPolicy{}, slog.LevelInfo)
@@ -179,11 +180,15 @@ func wantStatus(t *testing.T, what string, err error, code codes.Code, msg strin
 // TestSerialJoinsThousandIdenticalCreateVolumes: 1,000 identical calls in flight together
 // make one backend call, and every caller gets its answer.
 func TestSerialJoinsThousandIdenticalCreateVolumes(t *testing.T) {
+	onEachTransport(t, testSerialJoinsThousandIdenticalCreateVolumes)
+}
+
+func testSerialJoinsThousandIdenticalCreateVolumes(t *testing.T, tr Transport) {
 	want := &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-join", CapacityBytes: 8 << 20,
 		VolumeContext: map[string]string{"pool": "p1"}}}
 	fake := newSerialFake(mCreateVolume)
 	fake.answer = func(string, []byte) ([]byte, error) { return proto.Marshal(want) }
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 
 	req := serverCreateVolumeRequest("pvc-join")
@@ -247,13 +252,17 @@ func (c *countingBackend) Unary(ctx context.Context, method string, req []byte) 
 // TestSerialThousandCreateVolumesEmbedded: the same through the real embedded appliance
 // makes one volume, and every caller gets it.
 func TestSerialThousandCreateVolumesEmbedded(t *testing.T) {
+	onEachTransport(t, testSerialThousandCreateVolumesEmbedded)
+}
+
+func testSerialThousandCreateVolumesEmbedded(t *testing.T, tr Transport) {
 	be, err := embedded.OpenBackend("appliance", embedded.Config{DataDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
 	counted := &countingBackend{Backend: be, n: map[string]int{}}
-	ts, sz := startSerialHarness(t, counted)
+	ts, sz := startSerialHarness(t, tr, counted)
 	client := csi.NewControllerClient(ts.conn)
 
 	req := serverCreateVolumeRequest("pvc-embedded")
@@ -294,9 +303,11 @@ func TestSerialThousandCreateVolumesEmbedded(t *testing.T) {
 // TestSerialConflictsAborted: while a ControllerPublishVolume is in flight, every other
 // operation on the volume is refused with ABORTED naming it, without reaching the backend;
 // a publish of the same volume to another node proceeds.
-func TestSerialConflictsAborted(t *testing.T) {
+func TestSerialConflictsAborted(t *testing.T) { onEachTransport(t, testSerialConflictsAborted) }
+
+func testSerialConflictsAborted(t *testing.T, tr Transport) {
 	fake := newSerialFake(mPublish)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	node := csi.NewNodeClient(ts.conn)
 
@@ -379,12 +390,14 @@ func TestSerialConflictsAborted(t *testing.T) {
 
 // TestSerialIdenticalDeleteJoins: identical DeleteVolume calls join, and all get the
 // canonical answer (a volume already gone is OK); a different DeleteVolume is refused.
-func TestSerialIdenticalDeleteJoins(t *testing.T) {
+func TestSerialIdenticalDeleteJoins(t *testing.T) { onEachTransport(t, testSerialIdenticalDeleteJoins) }
+
+func testSerialIdenticalDeleteJoins(t *testing.T, tr Transport) {
 	fake := newSerialFake(mDeleteVolume)
 	fake.answer = func(string, []byte) ([]byte, error) {
 		return nil, backends.Errorf(backends.ClassNotFound, `backend "fake": volume vol-9 does not exist`)
 	}
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 
 	const n = 10
@@ -423,8 +436,12 @@ func TestSerialIdenticalDeleteJoins(t *testing.T) {
 // TestSerialDifferentObjectsInParallel: operations on different objects (and on a name and
 // an ID that happen to be equal) all reach the backend at once.
 func TestSerialDifferentObjectsInParallel(t *testing.T) {
+	onEachTransport(t, testSerialDifferentObjectsInParallel)
+}
+
+func testSerialDifferentObjectsInParallel(t *testing.T, tr Transport) {
 	fake := newSerialFake(mPublish, mCreateVolume, mCreateSnapshot, mDeleteSnapshot, mNodePublish)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	node := csi.NewNodeClient(ts.conn)
 
@@ -480,9 +497,11 @@ func TestSerialDifferentObjectsInParallel(t *testing.T) {
 
 // TestSerialReadsNotSerialized: reads of a volume proceed while a DeleteVolume of it is in
 // flight.
-func TestSerialReadsNotSerialized(t *testing.T) {
+func TestSerialReadsNotSerialized(t *testing.T) { onEachTransport(t, testSerialReadsNotSerialized) }
+
+func testSerialReadsNotSerialized(t *testing.T, tr Transport) {
 	fake := newSerialFake(mDeleteVolume)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	node := csi.NewNodeClient(ts.conn)
 
@@ -538,9 +557,11 @@ func TestSerialReadsNotSerialized(t *testing.T) {
 
 // TestSerialJoinedCallerDeadline: a joined caller whose deadline passes stops waiting with
 // DEADLINE_EXCEEDED; the shared backend call goes on for the caller still waiting.
-func TestSerialJoinedCallerDeadline(t *testing.T) {
+func TestSerialJoinedCallerDeadline(t *testing.T) { onEachTransport(t, testSerialJoinedCallerDeadline) }
+
+func testSerialJoinedCallerDeadline(t *testing.T, tr Transport) {
 	fake := newSerialFake(mCreateVolume)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	req := serverCreateVolumeRequest("pvc-dl")
 
@@ -586,9 +607,11 @@ func TestSerialJoinedCallerDeadline(t *testing.T) {
 
 // TestSerialFirstCallerLeaves: the caller that started the backend call going away cancels
 // only its own wait.
-func TestSerialFirstCallerLeaves(t *testing.T) {
+func TestSerialFirstCallerLeaves(t *testing.T) { onEachTransport(t, testSerialFirstCallerLeaves) }
+
+func testSerialFirstCallerLeaves(t *testing.T, tr Transport) {
 	fake := newSerialFake(mCreateVolume)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	req := serverCreateVolumeRequest("pvc-first")
 
@@ -625,9 +648,11 @@ func TestSerialFirstCallerLeaves(t *testing.T) {
 // TestSerialLeaderDeadline: the shared call carries its first caller's deadline to the
 // backend; when that deadline ends it, a caller that joined with more time left makes the
 // call again instead of failing.
-func TestSerialLeaderDeadline(t *testing.T) {
+func TestSerialLeaderDeadline(t *testing.T) { onEachTransport(t, testSerialLeaderDeadline) }
+
+func testSerialLeaderDeadline(t *testing.T, tr Transport) {
 	fake := newSerialFake(mCreateVolume)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	req := serverCreateVolumeRequest("pvc-leader")
 
@@ -671,9 +696,11 @@ func TestSerialLeaderDeadline(t *testing.T) {
 
 // TestSerialLastCallerLeaves: when every caller has gone the backend call is cancelled and
 // the table emptied; the next identical call is a new backend call.
-func TestSerialLastCallerLeaves(t *testing.T) {
+func TestSerialLastCallerLeaves(t *testing.T) { onEachTransport(t, testSerialLastCallerLeaves) }
+
+func testSerialLastCallerLeaves(t *testing.T, tr Transport) {
 	fake := newSerialFake(mCreateVolume)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	req := serverCreateVolumeRequest("pvc-last")
 
@@ -774,8 +801,12 @@ func TestSerialWaitsOutAbandonedCall(t *testing.T) {
 // TestSerialJoinsDifferentlyEncodedRequest: the same request with its map entries in
 // another order is not byte-identical, and still joins.
 func TestSerialJoinsDifferentlyEncodedRequest(t *testing.T) {
+	onEachTransport(t, testSerialJoinsDifferentlyEncodedRequest)
+}
+
+func testSerialJoinsDifferentlyEncodedRequest(t *testing.T, tr Transport) {
 	fake := newSerialFake(mCreateVolume)
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 
 	base, err := proto.Marshal(serverCreateVolumeRequest("pvc-maps"))
 	if err != nil {
@@ -818,9 +849,11 @@ func TestSerialJoinsDifferentlyEncodedRequest(t *testing.T) {
 
 // TestSerialAbortedIsCanonical: the refusal is a CSI status as the spec requires: code 10
 // ABORTED, no details, a message of at most 1 KiB with the request's secret values scrubbed.
-func TestSerialAbortedIsCanonical(t *testing.T) {
+func TestSerialAbortedIsCanonical(t *testing.T) { onEachTransport(t, testSerialAbortedIsCanonical) }
+
+func testSerialAbortedIsCanonical(t *testing.T, tr Transport) {
 	fake := newSerialFake(mPublish, mNodePublish)
-	ts, _ := startSerialHarness(t, fake)
+	ts, _ := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	node := csi.NewNodeClient(ts.conn)
 
@@ -877,14 +910,16 @@ func TestSerialAbortedIsCanonical(t *testing.T) {
 
 // TestSerialBackendPanic: a panic in the shared backend call fails that call for every
 // caller with INTERNAL, and the gateway goes on.
-func TestSerialBackendPanic(t *testing.T) {
+func TestSerialBackendPanic(t *testing.T) { onEachTransport(t, testSerialBackendPanic) }
+
+func testSerialBackendPanic(t *testing.T, tr Transport) {
 	fake := newSerialFake()
 	var once sync.Once
 	fake.answer = func(string, []byte) ([]byte, error) {
 		once.Do(func() { panic("backend bug") })
 		return nil, nil
 	}
-	ts, sz := startSerialHarness(t, fake)
+	ts, sz := startSerialHarness(t, tr, fake)
 	client := csi.NewControllerClient(ts.conn)
 	_, err := client.DeleteVolume(serverCallCtx(t), &csi.DeleteVolumeRequest{VolumeId: "vol-p"})
 	wantStatus(t, "the panicking call", err, codes.Internal, "csi-gateway: internal error while serving DeleteVolume; see the gateway's log")

@@ -44,7 +44,7 @@ type Options struct {
 	// nil: the built-in limits (30 s default, 2 min for calls that change storage or mount,
 	// 10 min cap).
 	Timeouts *Timeouts
-	// Transport is how listeners read and write gRPC; the zero value is TransportFrames.
+	// Transport is how listeners read and write gRPC; the zero value is DefaultTransport.
 	Transport Transport
 	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
 	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
@@ -96,6 +96,9 @@ func NewServer(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Transport == "" {
+		o.Transport = DefaultTransport
+	}
 	routes, err := newRouteTable(o.Routes, func(name string) bool { return o.Backends[name] != nil })
 	if err != nil {
 		return nil, err
@@ -111,7 +114,8 @@ func NewServer(o Options) (*Server, error) {
 // handler composes the middleware chain, in the one documented order:
 //
 //	recover → log → observe (tap) → annotate span → measure (metrics) → authorize → confine →
-//	deadline → validate → serialize → scope tenants → canonicalize → dispatch (route → backend)
+//	deadline → validate → serialize → scope tenants → canonicalize → guard listings →
+//	dispatch (route → backend)
 //
 // The log, the observers, the span and the metrics sit outside authorize so refused calls are
 // seen too, and outside canonicalize so they record the code the caller actually gets.
@@ -133,6 +137,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		s.serialize(),
 		scopeTenants(s.opts.Tenancy, s.methods),
 		canonicalize(s.redactor),
+		guardListings(),
 	)
 }
 
@@ -162,10 +167,11 @@ func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(stream)
-		call := &Call{Method: method, Start: time.Now(), info: s.methods[method]}
+		call := &Call{Method: method, Start: time.Now(), info: s.methods[method], redactor: s.redactor}
 		ctx := stream.Context()
 		ctx = auth.NewContext(ctx, identify(ctx))
-		ctx, _ = backends.WithCallInfo(ctx)
+		ctx, ci := backends.WithCallInfo(ctx)
+		ci.SetScrubber(call)
 		if call.info == nil || call.info.desc.IsStreamingClient() {
 			call.Stream = stream // forwarded frame by frame, never decoded
 			return h(ctx, call)

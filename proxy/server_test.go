@@ -110,12 +110,13 @@ type serverHarness struct {
 	serveErr chan error
 }
 
-// startServerHarness starts a Server with opts (Log is set to a JSON logger at level) on a fresh
-// socket with policy. The server is shut down when the test ends.
-func startServerHarness(t *testing.T, opts Options, policy ListenerPolicy, level slog.Level) *serverHarness {
+// startServerHarness starts a Server with opts on transport tr (Log is set to a JSON logger at
+// level) on a fresh socket with policy. The server is shut down when the test ends.
+func startServerHarness(t *testing.T, tr Transport, opts Options, policy ListenerPolicy, level slog.Level) *serverHarness {
 	t.Helper()
 	ts := &serverHarness{log: &serverLog{}, serveErr: make(chan error, 1)}
 	opts.Log = slog.New(slog.NewJSONHandler(ts.log, &slog.HandlerOptions{Level: level}))
+	opts.Transport = tr
 	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +189,9 @@ func TestNewServerChecksRoutes(t *testing.T) {
 
 // TestServerForwards: the backend receives the caller's request and the caller receives the
 // backend's response, both unchanged.
-func TestServerForwards(t *testing.T) {
+func TestServerForwards(t *testing.T) { onEachTransport(t, testServerForwards) }
+
+func testServerForwards(t *testing.T, tr Transport) {
 	want := &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1", CapacityBytes: 8 << 20,
 		VolumeContext: map[string]string{"pool": "p1"}}}
 	wantBytes, err := proto.Marshal(want)
@@ -196,7 +199,7 @@ func TestServerForwards(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return wantBytes, nil }}
-	ts := startServerHarness(t, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
 
 	req := serverCreateVolumeRequest("pvc-1")
 	req.Parameters = map[string]string{"tier": "gold"}
@@ -230,12 +233,16 @@ func TestServerForwards(t *testing.T) {
 // TestServerMatchesEmbeddedDirect: through the server, the embedded appliance answers what it
 // answers when called directly.
 func TestServerMatchesEmbeddedDirect(t *testing.T) {
+	onEachTransport(t, testServerMatchesEmbeddedDirect)
+}
+
+func testServerMatchesEmbeddedDirect(t *testing.T, tr Transport) {
 	be, err := embedded.OpenBackend("appliance", embedded.Config{DataDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close() })
-	ts := startServerHarness(t, Options{
+	ts := startServerHarness(t, tr, Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "appliance"}},
 		Backends: map[string]backends.Backend{"appliance": be},
 	}, ListenerPolicy{}, slog.LevelInfo)
@@ -285,9 +292,11 @@ func TestServerMatchesEmbeddedDirect(t *testing.T) {
 	}
 }
 
-func TestServerUnroutedMethod(t *testing.T) {
+func TestServerUnroutedMethod(t *testing.T) { onEachTransport(t, testServerUnroutedMethod) }
+
+func testServerUnroutedMethod(t *testing.T, tr Transport) {
 	fake := &serverFake{}
-	ts := startServerHarness(t, Options{
+	ts := startServerHarness(t, tr, Options{
 		Routes:   []Route{{Methods: []string{"/csi.v1.Node/*"}, Backend: "node"}},
 		Backends: map[string]backends.Backend{"node": fake},
 	}, ListenerPolicy{}, slog.LevelInfo)
@@ -318,7 +327,9 @@ func TestServerUnroutedMethod(t *testing.T) {
 	}
 }
 
-func TestServerListenerPolicy(t *testing.T) {
+func TestServerListenerPolicy(t *testing.T) { onEachTransport(t, testServerListenerPolicy) }
+
+func testServerListenerPolicy(t *testing.T, tr Transport) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
 	denied := fmt.Sprintf("csi-gateway: uid %d (gid %d) is not in this listener's allowUIDs/allowGIDs", uid, gid)
 	tests := []struct {
@@ -336,7 +347,7 @@ func TestServerListenerPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &serverFake{}
-			ts := startServerHarness(t, serverFakeOptions(fake), tt.policy, slog.LevelInfo)
+			ts := startServerHarness(t, tr, serverFakeOptions(fake), tt.policy, slog.LevelInfo)
 			_, err := csi.NewIdentityClient(ts.conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
 			st := status.Convert(err)
 			if st.Code() != tt.want || st.Message() != tt.wantMsg {
@@ -358,7 +369,9 @@ func TestServerListenerPolicy(t *testing.T) {
 	}
 }
 
-func TestServerRecoversFromPanic(t *testing.T) {
+func TestServerRecoversFromPanic(t *testing.T) { onEachTransport(t, testServerRecoversFromPanic) }
+
+func testServerRecoversFromPanic(t *testing.T, tr Transport) {
 	var n int
 	var mu sync.Mutex
 	fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) {
@@ -371,7 +384,7 @@ func TestServerRecoversFromPanic(t *testing.T) {
 		}
 		return proto.Marshal(&csi.ProbeResponse{})
 	}}
-	ts := startServerHarness(t, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
 	client := csi.NewIdentityClient(ts.conn)
 
 	_, err := client.Probe(serverCallCtx(t), &csi.ProbeRequest{})
@@ -403,7 +416,9 @@ func TestServerRecoversFromPanic(t *testing.T) {
 
 // TestServerLogsOneLinePerCall: each call is one line with what an operator needs, and no
 // payload at info level.
-func TestServerLogsOneLinePerCall(t *testing.T) {
+func TestServerLogsOneLinePerCall(t *testing.T) { onEachTransport(t, testServerLogsOneLinePerCall) }
+
+func testServerLogsOneLinePerCall(t *testing.T, tr Transport) {
 	fake := &serverFake{answer: func(_ context.Context, method string, _ []byte) ([]byte, error) {
 		switch method {
 		case "/csi.v1.Controller/DeleteVolume":
@@ -413,7 +428,7 @@ func TestServerLogsOneLinePerCall(t *testing.T) {
 		}
 		return proto.Marshal(&csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1"}})
 	}}
-	ts := startServerHarness(t, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
 	client := csi.NewControllerClient(ts.conn)
 
 	req := serverCreateVolumeRequest("pvc-log")
@@ -471,12 +486,16 @@ func TestServerLogsOneLinePerCall(t *testing.T) {
 // TestServerDebugLogsRedactedPayloads: at debug level request and response are logged, with
 // secrets and context values redacted.
 func TestServerDebugLogsRedactedPayloads(t *testing.T) {
+	onEachTransport(t, testServerDebugLogsRedactedPayloads)
+}
+
+func testServerDebugLogsRedactedPayloads(t *testing.T, tr Transport) {
 	const chap = "chap-" + serverCanary
 	fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) {
 		return proto.Marshal(&csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-9", CapacityBytes: 8 << 20,
 			VolumeContext: map[string]string{"chapPassword": chap}}})
 	}}
-	ts := startServerHarness(t, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelDebug)
+	ts := startServerHarness(t, tr, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelDebug)
 
 	req := serverCreateVolumeRequest("pvc-debug")
 	req.Secrets = map[string]string{"password": serverCanary}
@@ -554,8 +573,12 @@ func serverWait[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 func TestServerShutdownWaitsForCallInFlight(t *testing.T) {
+	onEachTransport(t, testServerShutdownWaitsForCallInFlight)
+}
+
+func testServerShutdownWaitsForCallInFlight(t *testing.T, tr Transport) {
 	fake, entered, release, ended := serverBlockingFake()
-	ts := startServerHarness(t, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
 
 	callErr := make(chan error, 1)
 	go func() {
@@ -604,8 +627,12 @@ func TestServerShutdownWaitsForCallInFlight(t *testing.T) {
 }
 
 func TestServerShutdownCancelsAfterDeadline(t *testing.T) {
+	onEachTransport(t, testServerShutdownCancelsAfterDeadline)
+}
+
+func testServerShutdownCancelsAfterDeadline(t *testing.T, tr Transport) {
 	fake, entered, _, ended := serverBlockingFake()
-	ts := startServerHarness(t, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, serverFakeOptions(fake), ListenerPolicy{}, slog.LevelInfo)
 
 	callErr := make(chan error, 1)
 	go func() {

@@ -108,7 +108,7 @@ func benchGateway(b *testing.B, tp trace.TracerProvider) csi.ControllerClient {
 
 	opts := Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "array"}},
-		Backends: map[string]backends.Backend{"array": newGRPCBackend(b, dl.Addr().String(), tp, prop)},
+		Backends: map[string]backends.Backend{"array": newGRPCBackend(b, DefaultTransport, dl.Addr().String(), tp, prop)},
 		Log:      slog.New(slog.DiscardHandler),
 	}
 	if tp != nil {

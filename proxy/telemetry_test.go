@@ -225,10 +225,12 @@ func (ga *grpcAppliance) seen() []string {
 	return append([]string(nil), ga.traceparents...)
 }
 
-// newGRPCBackend returns the grpc backend "array" for the appliance, traced when tp is given.
-func newGRPCBackend(t testing.TB, sock string, tp trace.TracerProvider, prop propagation.TextMapPropagator) backends.Backend {
+// newGRPCBackend returns the grpc backend "array" for the appliance, on transport tr (as the
+// gateway's configuration gives its grpc backends the listeners' transport), traced when tp
+// is given.
+func newGRPCBackend(t testing.TB, tr Transport, sock string, tp trace.TracerProvider, prop propagation.TextMapPropagator) backends.Backend {
 	t.Helper()
-	var opts []grpcbackend.Option
+	opts := []grpcbackend.Option{grpcbackend.WithFrames(tr == TransportFrames)}
 	if tp != nil {
 		opts = append(opts, grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop))
 	}
@@ -299,14 +301,14 @@ func (ha *httpAppliance) seen() []string {
 }
 
 // newRESTBackend returns the rest backend "array" for url, with fast retries, traced when tp
-// is given.
+// is given. It sends CSI secrets over http:// (the tests' appliances are httptest servers).
 func newRESTBackend(t testing.TB, url string, tp trace.TracerProvider, prop propagation.TextMapPropagator) backends.Backend {
 	t.Helper()
 	var opts []rest.Option
 	if tp != nil {
 		opts = append(opts, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
 	}
-	be, err := rest.New("array", rest.Config{URLs: []string{url},
+	be, err := rest.New("array", rest.Config{URLs: []string{url}, AllowSecretsOverPlaintextHTTP: true,
 		Retry: rest.Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -315,9 +317,9 @@ func newRESTBackend(t testing.TB, url string, tp trace.TracerProvider, prop prop
 	return be
 }
 
-// startTracedGateway serves every method to be (called "array"), with a server span per call
-// when tp is given.
-func startTracedGateway(t *testing.T, be backends.Backend, tp trace.TracerProvider, prop propagation.TextMapPropagator, observers ...CallObserver) *serverHarness {
+// startTracedGateway serves every method to be (called "array") on transport tr, with a server
+// span per call when tp is given.
+func startTracedGateway(t *testing.T, tr Transport, be backends.Backend, tp trace.TracerProvider, prop propagation.TextMapPropagator, observers ...CallObserver) *serverHarness {
 	t.Helper()
 	opts := Options{
 		Routes:    []Route{{Methods: []string{"*"}, Backend: "array"}},
@@ -327,7 +329,7 @@ func startTracedGateway(t *testing.T, be backends.Backend, tp trace.TracerProvid
 	if tp != nil {
 		opts.StatsHandlers = []stats.Handler{TracingStatsHandler(tp, prop)}
 	}
-	return startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo)
+	return startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)
 }
 
 // recordObserver keeps the records of the calls.
@@ -350,11 +352,13 @@ func (o *recordObserver) all() []CallRecord {
 
 // TestTraceThroughGRPCBackend: gateway server span → backend client span → appliance server
 // span, one trace, and a caller's own trace context is continued.
-func TestTraceThroughGRPCBackend(t *testing.T) {
+func TestTraceThroughGRPCBackend(t *testing.T) { onEachTransport(t, testTraceThroughGRPCBackend) }
+
+func testTraceThroughGRPCBackend(t *testing.T, tr Transport) {
 	rig := newTraceRig(t, 1)
 	appl := startGRPCAppliance(t, rig.appliance, rig.prop, nil)
 	obs := &recordObserver{}
-	ts := startTracedGateway(t, newGRPCBackend(t, appl.sock, rig.gateway, rig.prop), rig.gateway, rig.prop, obs)
+	ts := startTracedGateway(t, tr, newGRPCBackend(t, tr, appl.sock, rig.gateway, rig.prop), rig.gateway, rig.prop, obs)
 	client := csi.NewControllerClient(ts.conn)
 
 	req := serverCreateVolumeRequest("pvc-traced")
@@ -415,11 +419,13 @@ func TestTraceThroughGRPCBackend(t *testing.T) {
 
 // TestTraceThroughRESTBackend: one client span per HTTP attempt, numbered, each with its own
 // traceparent, under the gateway's server span.
-func TestTraceThroughRESTBackend(t *testing.T) {
+func TestTraceThroughRESTBackend(t *testing.T) { onEachTransport(t, testTraceThroughRESTBackend) }
+
+func testTraceThroughRESTBackend(t *testing.T, tr Transport) {
 	rig := newTraceRig(t, 1)
 	appl := startHTTPAppliance(t, rig.appliance, rig.prop, func(ha *httpAppliance) { ha.unavailable.Store(1) })
 	obs := &recordObserver{}
-	ts := startTracedGateway(t, newRESTBackend(t, appl.URL, rig.gateway, rig.prop), rig.gateway, rig.prop, obs)
+	ts := startTracedGateway(t, tr, newRESTBackend(t, appl.URL, rig.gateway, rig.prop), rig.gateway, rig.prop, obs)
 
 	if _, err := csi.NewControllerClient(ts.conn).CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-rest")); err != nil {
 		t.Fatal(err)
@@ -454,7 +460,9 @@ func TestTraceThroughRESTBackend(t *testing.T) {
 
 // TestTracesCarryNoSecrets sends canary secrets through both backends, which echo them in
 // their error messages, and looks for them in every span the gateway recorded.
-func TestTracesCarryNoSecrets(t *testing.T) {
+func TestTracesCarryNoSecrets(t *testing.T) { onEachTransport(t, testTracesCarryNoSecrets) }
+
+func testTracesCarryNoSecrets(t *testing.T, tr Transport) {
 	rig := newTraceRig(t, 1)
 	echo := fmt.Sprintf("the password %s is wrong", traceCanary)
 	gappl := startGRPCAppliance(t, rig.appliance, rig.prop, func(req any) error {
@@ -477,8 +485,8 @@ func TestTracesCarryNoSecrets(t *testing.T) {
 		}
 	})
 	gateways := map[string]*serverHarness{
-		"grpc": startTracedGateway(t, newGRPCBackend(t, gappl.sock, rig.gateway, rig.prop), rig.gateway, rig.prop),
-		"rest": startTracedGateway(t, newRESTBackend(t, happl.URL, rig.gateway, rig.prop), rig.gateway, rig.prop),
+		"grpc": startTracedGateway(t, tr, newGRPCBackend(t, tr, gappl.sock, rig.gateway, rig.prop), rig.gateway, rig.prop),
+		"rest": startTracedGateway(t, tr, newRESTBackend(t, happl.URL, rig.gateway, rig.prop), rig.gateway, rig.prop),
 	}
 	for _, kind := range []string{"grpc", "rest"} {
 		client := csi.NewControllerClient(gateways[kind].conn)
@@ -556,15 +564,19 @@ func spanTexts(s sdktrace.ReadOnlySpan) []string {
 // TestSamplingZeroStillPropagates: at ratio 0 no span is recorded, but the backends still get
 // a traceparent (unsampled) naming the trace the call record names.
 func TestSamplingZeroStillPropagates(t *testing.T) {
+	onEachTransport(t, testSamplingZeroStillPropagates)
+}
+
+func testSamplingZeroStillPropagates(t *testing.T, tr Transport) {
 	rig := newTraceRig(t, 0)
 	gappl := startGRPCAppliance(t, rig.appliance, rig.prop, nil)
 	happl := startHTTPAppliance(t, rig.appliance, rig.prop, nil)
 	for name, be := range map[string]backends.Backend{
-		"grpc": newGRPCBackend(t, gappl.sock, rig.gateway, rig.prop),
+		"grpc": newGRPCBackend(t, tr, gappl.sock, rig.gateway, rig.prop),
 		"rest": newRESTBackend(t, happl.URL, rig.gateway, rig.prop),
 	} {
 		obs := &recordObserver{}
-		ts := startTracedGateway(t, be, rig.gateway, rig.prop, obs)
+		ts := startTracedGateway(t, tr, be, rig.gateway, rig.prop, obs)
 		if _, err := csi.NewControllerClient(ts.conn).CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-"+name)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -589,18 +601,19 @@ func TestSamplingZeroStillPropagates(t *testing.T) {
 
 // createThroughBothBackends makes one CreateVolume with ctx through a gateway in front of the
 // gRPC and then the REST appliance, both backends and the gateway with tp and prop (nil: no
-// tracing at all), and returns each path's call records and the traceparents its appliance got.
-func createThroughBothBackends(t *testing.T, ctx context.Context, tp trace.TracerProvider, prop propagation.TextMapPropagator) (records map[string][]CallRecord, seen map[string][]string) {
+// tracing at all), on transport tr, and returns each path's call records and the traceparents
+// its appliance got.
+func createThroughBothBackends(t *testing.T, tr Transport, ctx context.Context, tp trace.TracerProvider, prop propagation.TextMapPropagator) (records map[string][]CallRecord, seen map[string][]string) {
 	t.Helper()
 	gappl := startGRPCAppliance(t, nil, nil, nil)
 	happl := startHTTPAppliance(t, nil, nil, nil)
 	records = map[string][]CallRecord{}
 	for name, be := range map[string]backends.Backend{
-		"grpc": newGRPCBackend(t, gappl.sock, tp, prop),
+		"grpc": newGRPCBackend(t, tr, gappl.sock, tp, prop),
 		"rest": newRESTBackend(t, happl.URL, tp, prop),
 	} {
 		obs := &recordObserver{}
-		ts := startTracedGateway(t, be, tp, prop, obs)
+		ts := startTracedGateway(t, tr, be, tp, prop, obs)
 		if _, err := csi.NewControllerClient(ts.conn).CreateVolume(ctx, serverCreateVolumeRequest("pvc-"+name)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -611,8 +624,10 @@ func createThroughBothBackends(t *testing.T, ctx context.Context, tp trace.Trace
 
 // TestTracingOff: without a provider the gateway sends no trace context of its own and the
 // call record has no trace ID.
-func TestTracingOff(t *testing.T) {
-	records, seen := createThroughBothBackends(t, serverCallCtx(t), nil, nil)
+func TestTracingOff(t *testing.T) { onEachTransport(t, testTracingOff) }
+
+func testTracingOff(t *testing.T, tr Transport) {
+	records, seen := createThroughBothBackends(t, tr, serverCallCtx(t), nil, nil)
 	for name, recs := range records {
 		if len(recs) != 1 || recs[0].TraceID != "" {
 			t.Errorf("%s: call records %+v, want one without a trace ID", name, recs)
@@ -629,10 +644,14 @@ func TestTracingOff(t *testing.T) {
 // the gateway makes no span but still takes the caller's trace context from its metadata: the
 // call record has the caller's trace ID, and both backends pass it on to the appliance.
 func TestTracingOffCarriesCallersTrace(t *testing.T) {
+	onEachTransport(t, testTracingOffCarriesCallersTrace)
+}
+
+func testTracingOffCarriesCallersTrace(t *testing.T, tr Transport) {
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	ctx := metadata.AppendToOutgoingContext(serverCallCtx(t),
 		"traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01", "baggage", "tenant=blue")
-	records, seen := createThroughBothBackends(t, ctx, tracenoop.NewTracerProvider(), tracing.Propagator())
+	records, seen := createThroughBothBackends(t, tr, ctx, tracenoop.NewTracerProvider(), tracing.Propagator())
 	for name, recs := range records {
 		if len(recs) != 1 || recs[0].TraceID != callerTrace {
 			t.Errorf("%s: call records %+v, want one with the caller's trace ID %s", name, recs, callerTrace)
@@ -648,6 +667,10 @@ func TestTracingOffCarriesCallersTrace(t *testing.T) {
 // TestApplianceLogsTheGatewayTraceID runs the real appliance binary behind both backends and
 // finds the trace ID of each call's gateway span on the appliance's log line for that call.
 func TestApplianceLogsTheGatewayTraceID(t *testing.T) {
+	onEachTransport(t, testApplianceLogsTheGatewayTraceID)
+}
+
+func testApplianceLogsTheGatewayTraceID(t *testing.T, tr Transport) {
 	if testing.Short() {
 		t.Skip("builds and runs the csi-gateway binary")
 	}
@@ -664,14 +687,14 @@ func TestApplianceLogsTheGatewayTraceID(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(p.Output(), `"msg":"appliance ready"`) }, p.Output)
 
 	rig := newTraceRig(t, 1)
-	ts := startServerHarness(t, Options{
+	ts := startServerHarness(t, tr, Options{
 		Routes: []Route{
 			{Methods: []string{"/csi.v1.Controller/CreateVolume"}, Backend: "rest"},
 			{Methods: []string{"*"}, Backend: "grpc"},
 		},
 		Backends: map[string]backends.Backend{
 			"rest": newRESTBackend(t, "http://"+httpAddr, rig.gateway, rig.prop),
-			"grpc": newGRPCBackend(t, sock, rig.gateway, rig.prop),
+			"grpc": newGRPCBackend(t, tr, sock, rig.gateway, rig.prop),
 		},
 		StatsHandlers: []stats.Handler{TracingStatsHandler(rig.gateway, rig.prop)},
 	}, ListenerPolicy{}, slog.LevelInfo)

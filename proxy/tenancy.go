@@ -65,6 +65,9 @@ func scopeTenants(ledger *tenancy.Ledger, methods methodTable) Middleware {
 				}
 				return resp, nil
 			}
+			if call.info.paging != nil {
+				ctx = withListing(ctx) // the pages Handle asks for are one listing (guardListings)
+			}
 			resp, err := ledger.Handle(ctx, tenant, call.Method, req, invoke)
 			if err != nil {
 				return err

@@ -46,9 +46,10 @@ func TestTenancyOnEtcd(t *testing.T) {
 	cluster := testutil.StartEtcd(t, 3)
 	quotas := map[string]tenancy.Quota{"blue": {MaxVolumes: 3}, "green": {}}
 	be := openEmbedded(t)
+	// One replica on each transport: the ledger is the same whichever serves the call.
 	replicas := []*tenantGateway{
-		startTenantGateway(t, be, openEtcdLedger(t, cluster, "/proxy-test/", quotas), "blue", "green"),
-		startTenantGateway(t, be, openEtcdLedger(t, cluster, "/proxy-test/", quotas), "blue", "green"),
+		startTenantGateway(t, TransportGRPC, be, openEtcdLedger(t, cluster, "/proxy-test/", quotas), "blue", "green"),
+		startTenantGateway(t, TransportFrames, be, openEtcdLedger(t, cluster, "/proxy-test/", quotas), "blue", "green"),
 	}
 	ctx := serverCallCtx(t)
 

@@ -37,18 +37,19 @@ type tenantGateway struct {
 	stop  func() // shuts the gateway down; also at the end of the test
 }
 
-// startTenantGateway serves be to tenants through ledger.
-func startTenantGateway(t *testing.T, be backends.Backend, ledger *tenancy.Ledger, tenants ...string) *tenantGateway {
+// startTenantGateway serves be to tenants through ledger, on transport tr.
+func startTenantGateway(t *testing.T, tr Transport, be backends.Backend, ledger *tenancy.Ledger, tenants ...string) *tenantGateway {
 	t.Helper()
-	return startTenantGatewayWith(t, tenantGatewayOptions(be, ledger), tenants...)
+	return startTenantGatewayWith(t, tenantGatewayOptions(tr, be, ledger), tenants...)
 }
 
-// tenantGatewayOptions are the options of a gateway serving be to tenants through ledger.
-func tenantGatewayOptions(be backends.Backend, ledger *tenancy.Ledger) Options {
+// tenantGatewayOptions are the options of a gateway serving be to tenants through ledger, on
+// transport tr.
+func tenantGatewayOptions(tr Transport, be backends.Backend, ledger *tenancy.Ledger) Options {
 	return Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "array"}},
 		Backends: map[string]backends.Backend{"array": be},
-		Log:      slog.New(slog.DiscardHandler), Tenancy: ledger,
+		Log:      slog.New(slog.DiscardHandler), Tenancy: ledger, Transport: tr,
 	}
 }
 
@@ -150,7 +151,9 @@ func (d *metadataDriver) GetMetadataAllocated(req *csi.GetMetadataAllocatedReque
 // TestTenantStreamScoped: a tenant's server-streaming call (SnapshotMetadata) reaches the
 // backend with the snapshot's backend ID and streams back unchanged; another tenant's (or an
 // unknown) snapshot is NOT_FOUND and never reaches the backend.
-func TestTenantStreamScoped(t *testing.T) {
+func TestTenantStreamScoped(t *testing.T) { onEachTransport(t, testTenantStreamScoped) }
+
+func testTenantStreamScoped(t *testing.T, tr Transport) {
 	dir := t.TempDir()
 	drv := &metadataDriver{}
 	gs := grpc.NewServer()
@@ -168,7 +171,7 @@ func TestTenantStreamScoped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gw := startTenantGateway(t, newGRPCBackend(t, dl.Addr().String(), nil, nil), ledger, "blue")
+	gw := startTenantGateway(t, tr, newGRPCBackend(t, tr, dl.Addr().String(), nil, nil), ledger, "blue")
 	client := csi.NewSnapshotMetadataClient(gw.conns["blue"])
 
 	read := func(id string) (int, error) {
@@ -253,6 +256,10 @@ func (g *gatedBackend) count(method string) int {
 // once, and the quota holds one volume (one expansion). Tenancy used to take a quota hold for
 // each before the serializer joined them: one OK and nine RESOURCE_EXHAUSTED.
 func TestTenantIdenticalCallsJoinBeforeQuota(t *testing.T) {
+	onEachTransport(t, testTenantIdenticalCallsJoinBeforeQuota)
+}
+
+func testTenantIdenticalCallsJoinBeforeQuota(t *testing.T, tr Transport) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
 		method string
@@ -293,7 +300,7 @@ func TestTenantIdenticalCallsJoinBeforeQuota(t *testing.T) {
 			// 20 MiB: room for one hold of 12 MiB (or of 8 MiB more on the 8 MiB volume), not two.
 			ledger := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), map[string]tenancy.Quota{"blue": {MaxBytes: 20 * mib}})
 			be := newGatedBackend(openEmbedded(t), tc.method)
-			gw := startTenantGateway(t, be, ledger, "blue")
+			gw := startTenantGateway(t, tr, be, ledger, "blue")
 			ctl := gw.controller("blue")
 			object := tc.prepare(t, ctl)
 
@@ -345,9 +352,13 @@ func TestTenantIdenticalCallsJoinBeforeQuota(t *testing.T) {
 // and neither refuses the other; a different call of one tenant on its own object in flight
 // is still ABORTED, in the tenant's own terms.
 func TestTenantsIdenticalCallsNeverJoin(t *testing.T) {
+	onEachTransport(t, testTenantsIdenticalCallsNeverJoin)
+}
+
+func testTenantsIdenticalCallsNeverJoin(t *testing.T, tr Transport) {
 	ledger := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), map[string]tenancy.Quota{"blue": {}, "green": {}})
 	be := newGatedBackend(openEmbedded(t), mCreateVolume)
-	gw := startTenantGateway(t, be, ledger, "blue", "green")
+	gw := startTenantGateway(t, tr, be, ledger, "blue", "green")
 	create := func(tenant string, req *csi.CreateVolumeRequest) <-chan error {
 		ids := make(chan error, 1)
 		go func() {
@@ -436,13 +447,15 @@ func backendTokens(t *testing.T, be backends.Backend) []string {
 // a token changed by one character, or a ListVolumes token in ListSnapshots is ABORTED; a
 // token outlives a restart with the same tenancy.tokenKeyFile and is ABORTED after the key
 // changed, when the listing restarts from the beginning.
-func TestTenantListTokensSealed(t *testing.T) {
+func TestTenantListTokensSealed(t *testing.T) { onEachTransport(t, testTenantListTokensSealed) }
+
+func testTenantListTokensSealed(t *testing.T, tr Transport) {
 	dir := t.TempDir()
 	key := bytes.Repeat([]byte{0x5c}, tenancy.TokenKeySize)
 	quotas := map[string]tenancy.Quota{"blue": {}, "green": {}}
 	ledger := openLedger(t, filepath.Join(dir, "tenancy.db"), quotas, tenancy.WithTokenKey(key))
 	be := openEmbedded(t)
-	gw := startTenantGateway(t, be, ledger, "blue", "green")
+	gw := startTenantGateway(t, tr, be, ledger, "blue", "green")
 	own := map[string][]string{}
 	for i := range 5 {
 		for _, tenant := range []string{"blue", "green"} {
@@ -502,7 +515,7 @@ func TestTenantListTokensSealed(t *testing.T) {
 		gw.stop()
 		ledger.Close()
 		ledger = openLedger(t, filepath.Join(dir, "tenancy.db"), quotas, tenancy.WithTokenKey(tc.key))
-		gw = startTenantGateway(t, be, ledger, "blue", "green")
+		gw = startTenantGateway(t, tr, be, ledger, "blue", "green")
 		ids, _ := listPages(t, gw.controller("blue"), "", 2)
 		if !slices.Equal(ids, own["blue"]) {
 			t.Errorf("%s: blue's listing from the start: %v, want %v", tc.name, ids, own["blue"])

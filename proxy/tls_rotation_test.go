@@ -148,9 +148,11 @@ func (l *rotationLoad) halt() {
 // pollers (10 ms) run too, racing the writes and the reloads; whether they or Reload publish
 // a step first is timing, so their "reloaded" lines are not asserted (TestMTLSReloadUnderLoad
 // does), only their errors for the corrupt files, which no Reload can publish.
-func TestMTLSCARotationUnderLoad(t *testing.T) {
+func TestMTLSCARotationUnderLoad(t *testing.T) { onEachTransport(t, testMTLSCARotationUnderLoad) }
+
+func testMTLSCARotationUnderLoad(t *testing.T, tr Transport) {
 	const minCallsPerPhase, minPhaseTime = 10, 150 * time.Millisecond
-	h := startMTLS(t)
+	h := startMTLS(t, tr)
 	ca1, ca2 := h.ca, testutil.NewCA(t, "CA2")
 	bundle12 := append(append([]byte{}, ca1.PEM...), ca2.PEM...)
 	serverLeaf := ca1.NewServerLeaf(t) // phase 0 re-issues the listener's leaf so the test knows its serial

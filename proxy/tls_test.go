@@ -37,7 +37,8 @@ type mtlsHarness struct {
 	log   *testutil.SyncBuffer
 }
 
-func startMTLS(t *testing.T) *mtlsHarness {
+// startMTLS starts the harness's server on transport tr.
+func startMTLS(t *testing.T, tr Transport) *mtlsHarness {
 	t.Helper()
 	h := &mtlsHarness{ca: testutil.NewCA(t, "gateway CA"), log: &testutil.SyncBuffer{}}
 	h.files.Cert, h.files.Key, h.files.ClientCA = testutil.ServerPEMFiles(t, t.TempDir(), h.ca, h.ca.NewServerLeaf(t))
@@ -54,9 +55,10 @@ func startMTLS(t *testing.T) *mtlsHarness {
 	}
 	t.Cleanup(func() { be.Close() })
 	srv, err := NewServer(Options{
-		Routes:   []Route{{Methods: []string{"*"}, Backend: "appliance"}},
-		Backends: map[string]backends.Backend{"appliance": be},
-		Log:      slog.New(slog.NewJSONHandler(&testutil.SyncBuffer{}, nil)),
+		Routes:    []Route{{Methods: []string{"*"}, Backend: "appliance"}},
+		Backends:  map[string]backends.Backend{"appliance": be},
+		Log:       slog.New(slog.NewJSONHandler(&testutil.SyncBuffer{}, nil)),
+		Transport: tr,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +105,10 @@ func volumeCount(t *testing.T, conn *grpc.ClientConn) int {
 	return len(resp.GetEntries())
 }
 
-func TestMTLSListener(t *testing.T) {
-	h := startMTLS(t)
+func TestMTLSListener(t *testing.T) { onEachTransport(t, testMTLSListener) }
+
+func testMTLSListener(t *testing.T, tr Transport) {
+	h := startMTLS(t, tr)
 	allowed := h.client(t, testutil.Leaf{URIs: []string{mtlsAllowed}})
 	if _, err := csi.NewControllerClient(allowed).CreateVolume(serverCallCtx(t), serverCreateVolumeRequest("pvc-allowed")); err != nil {
 		t.Fatalf("an allowed client's CreateVolume: %v", err)
@@ -150,8 +154,10 @@ func TestMTLSListener(t *testing.T) {
 // TestMTLSReloadUnderLoad rotates the server certificate and the CA bundle while callers make
 // calls, each on a new connection so every call is a new handshake: none may fail. A corrupt
 // certificate afterwards keeps the last good material serving, and is logged.
-func TestMTLSReloadUnderLoad(t *testing.T) {
-	h := startMTLS(t)
+func TestMTLSReloadUnderLoad(t *testing.T) { onEachTransport(t, testMTLSReloadUnderLoad) }
+
+func testMTLSReloadUnderLoad(t *testing.T, tr Transport) {
+	h := startMTLS(t, tr)
 	ca2 := testutil.NewCA(t, "next CA")
 	roots := []*testutil.CA{h.ca, ca2}
 	clientCreds := credentials.NewTLS(testutil.ClientTLS(t, roots, h.ca.NewLeaf(t, testutil.Leaf{URIs: []string{mtlsAllowed}}), 0, 0))

@@ -14,7 +14,11 @@ import (
 // Today Reload accepts it (CA1 parses), and CA2 callers are refused at phase 2 with no error
 // ever reported.
 func TestMTLSTruncatedBundleMidRotation(t *testing.T) {
-	h := startMTLS(t)
+	onEachTransport(t, testMTLSTruncatedBundleMidRotation)
+}
+
+func testMTLSTruncatedBundleMidRotation(t *testing.T, tr Transport) {
+	h := startMTLS(t, tr)
 	ca2 := testutil.NewCA(t, "CA2")
 	bundle := append(append([]byte{}, h.ca.PEM...), ca2.PEM...)
 	testutil.WritePEM(t, h.files.ClientCA, bundle[:len(h.ca.PEM)+len(ca2.PEM)/2])

@@ -22,15 +22,18 @@ const (
 	TransportFrames Transport = "frames"
 	// TransportGRPC is grpc-go's server.
 	TransportGRPC Transport = "grpc"
+	// DefaultTransport is grpc-go's: what kubelet and every CSI sidecar speak, with HTTP/2
+	// defences maintained upstream. Frames is an opt-in where CPU per call matters.
+	DefaultTransport = TransportGRPC
 )
 
-// ParseTransport reads a transport's name; empty is the default, frames.
+// ParseTransport reads a transport's name; empty is DefaultTransport.
 func ParseTransport(s string) (Transport, error) {
 	switch Transport(s) {
-	case "", TransportFrames:
-		return TransportFrames, nil
-	case TransportGRPC:
-		return TransportGRPC, nil
+	case "":
+		return DefaultTransport, nil
+	case TransportFrames, TransportGRPC:
+		return Transport(s), nil
 	}
 	return "", fmt.Errorf("%q is not frames or grpc", s)
 }

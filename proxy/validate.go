@@ -143,10 +143,6 @@ func (v *validator) checkResponse(ctx context.Context, method, backend string, r
 	c := newChecker(responseSide)
 	c.check(resp.ProtoReflect())
 	checkAnswer(c, method, req, resp, v.caps.view(ctx, backend))
-	code := responseCode(method)
-	for i := range c.out {
-		c.out[i].code = code
-	}
 	return c.out
 }
 
@@ -174,6 +170,8 @@ func describe(call *Call, backend, side string, vs []violation) string {
 		fmt.Fprintf(&b, "csi-gateway: invalid %s request: ", call.MethodName())
 	case side == "request":
 		b.WriteString("csi-gateway: ")
+	case vs[0].code == incompatible:
+		fmt.Fprintf(&b, "backend %q: the %s answer does not match the request: ", backend, call.MethodName())
 	default:
 		fmt.Fprintf(&b, "backend %q: malformed %s answer: ", backend, call.MethodName())
 	}
@@ -188,9 +186,12 @@ func describe(call *Call, backend, side string, vs []violation) string {
 		fmt.Fprintf(&b, "; and %d more", n)
 	}
 	if side == "response" {
-		if vs[0].code == codes.Unavailable {
+		switch vs[0].code {
+		case codes.Unavailable:
 			b.WriteString("; the gateway does not pass on a malformed answer: retry with the same name, and fix the backend")
-		} else {
+		case incompatible:
+			b.WriteString("; an object of this name exists and is not the one asked for: use another name, or the arguments it was created with")
+		default:
 			b.WriteString("; the gateway does not pass on a malformed answer: fix the backend")
 		}
 	}

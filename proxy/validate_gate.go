@@ -78,12 +78,32 @@ var methodGates = map[string]capRef{
 	"/csi.v1.SnapshotMetadata/GetMetadataDelta":     pluginCap(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE),
 }
 
-// gateMethod refuses, with UNIMPLEMENTED, an RPC whose capability the backend is known not
-// to advertise (the caller MUST NOT retry, and may read the capabilities).
+// removedNodeVolumeCondition is the node capability VOLUME_CONDITION (4), an alpha API that
+// v1.13 removed and reserves.
+const removedNodeVolumeCondition int32 = 4
+
+// gateAlternatives are capabilities that open a method as well as its methodGates one:
+// values an older spec defined and v1.13 removed, which plugins of that spec still
+// advertise. Up to v1.12 a node plugin "MUST implement [NodeGetVolumeStats] if it has
+// GET_VOLUME_STATS node capability or VOLUME_CONDITION node capability": a driver of that
+// time advertising only VOLUME_CONDITION serves it, and refusing it would break it behind
+// the gateway for no fault of its own.
+var gateAlternatives = map[string][]capRef{
+	"/csi.v1.Node/NodeGetVolumeStats": {{nodeCaps, removedNodeVolumeCondition}},
+}
+
+// gateMethod refuses, with UNIMPLEMENTED, an RPC whose capability (or an alternative of it)
+// the backend is known not to advertise (the caller MUST NOT retry, and may read the
+// capabilities).
 func gateMethod(method string, caps capView) *violation {
 	ref, ok := methodGates[method]
 	if !ok || !caps.lacks(ref.kind, ref.cap) {
 		return nil
+	}
+	for _, alt := range gateAlternatives[method] {
+		if has, _ := caps.has(alt.kind, alt.cap); has {
+			return nil
+		}
 	}
 	return &violation{codes.Unimplemented, fmt.Sprintf("backend %q does not advertise the %s, which %s needs",
 		caps.backend, ref, method[strings.LastIndexByte(method, '/')+1:])}

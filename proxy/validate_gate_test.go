@@ -156,3 +156,33 @@ func validationStream(t *testing.T, h Handler, method string, req proto.Message)
 	}
 	return err
 }
+
+// TestGateNodeGetVolumeStatsBeforeV113: a node plugin of CSI v1.12 or older that advertises
+// VOLUME_CONDITION (4, removed in v1.13) but not GET_VOLUME_STATS serves NodeGetVolumeStats
+// (the older spec made it implement the RPC for either): the call is forwarded. Without
+// either capability it is refused.
+func TestGateNodeGetVolumeStatsBeforeV113(t *testing.T) {
+	const method = "/csi.v1.Node/NodeGetVolumeStats"
+	stats := nodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	for _, tc := range []struct {
+		name string
+		node []int32
+		code codes.Code
+	}{
+		{"VOLUME_CONDITION only", []int32{1, 4}, codes.OK},
+		{"GET_VOLUME_STATS and VOLUME_CONDITION", []int32{1, 2, 4}, codes.OK},
+		{"neither", []int32{1, 3}, codes.Unimplemented},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caps := valAllCaps().without(stats)
+			caps.node = tc.node
+			fake := validationFake(caps, &csi.NodeGetVolumeStatsResponse{})
+			h := validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler))
+			err, _ := runValidated(t, h, method, validRequests[method])
+			checkRefusal(t, err, tc.code, "does not advertise the node capability GET_VOLUME_STATS, which NodeGetVolumeStats needs")
+			if forwarded := len(valForwarded(fake)) == 1; forwarded != (tc.code == codes.OK) {
+				t.Errorf("forwarded = %v, want %v", forwarded, tc.code == codes.OK)
+			}
+		})
+	}
+}

@@ -51,6 +51,13 @@ func valVolumeEntries(n int) []*csi.ListVolumesResponse_Entry {
 	return out
 }
 
+// requisite is a valid CreateVolume whose accessibility_requirements lists ts as requisite.
+func requisite(ts ...*csi.Topology) *csi.CreateVolumeRequest {
+	return valCreateVolume(func(r *csi.CreateVolumeRequest) {
+		r.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: ts}
+	})
+}
+
 func responseRuleCases() []responseCase {
 	const (
 		cv = "/csi.v1.Controller/CreateVolume"
@@ -75,10 +82,49 @@ func responseRuleCases() []responseCase {
 		{name: "CreateVolume negative capacity", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes = -1 })},
 			code: codes.Unavailable, fragment: "volume.capacity_bytes must not be negative"},
 		{name: "CreateVolume smaller than required", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes = 1 << 20 })},
-			code: codes.Unavailable, fragment: "volume.capacity_bytes is 1048576, less than the required_bytes 1073741824 asked for"},
+			code: codes.AlreadyExists, fragment: `backend "fake": the CreateVolume answer does not match the request: volume.capacity_bytes is 1048576, less than the required_bytes 1073741824 asked for; ` +
+				"an object of this name exists and is not the one asked for: use another name, or the arguments it was created with"},
 		{name: "CreateVolume larger than limit", method: cv,
 			req:  valCreateVolume(func(r *csi.CreateVolumeRequest) { r.CapacityRange = &csi.CapacityRange{LimitBytes: 1 << 20} }),
-			resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}, code: codes.Unavailable, fragment: "more than the limit_bytes 1048576 asked for"},
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}, code: codes.AlreadyExists, fragment: "more than the limit_bytes 1048576 asked for"},
+		{name: "CreateVolume malformed and too small: malformed wins", method: cv,
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes, v.VolumeId = 1<<20, "" })},
+			code: codes.Unavailable, fragment: "volume.volume_id is required; volume.capacity_bytes is 1048576, less than the required_bytes"},
+		{name: "CreateVolume within requisite", method: cv, req: requisite(valTopo("zone", "z1"), valTopo("zone", "z2")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z2")} })}},
+		{name: "CreateVolume outside requisite", method: cv, req: requisite(valTopo("zone", "z1")),
+			resp:     &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z9")} })},
+			code:     codes.AlreadyExists,
+			fragment: `volume.accessible_topology {"zone"="z9"} is outside accessibility_requirements.requisite {"zone"="z1"}: the volume must be accessible from at least one requisite topology`},
+		{name: "CreateVolume in several topologies, one requisite", method: cv, req: requisite(valTopo("zone", "z1")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) {
+				v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z9"), valTopo("zone", "z1")}
+			})}},
+		{name: "CreateVolume in a rack of the zone", method: cv, req: requisite(valTopo("zone", "z1")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z1", "rack", "r3")} })}},
+		{name: "CreateVolume region-wide for a zone", method: cv, req: requisite(valTopo("region", "r1", "zone", "z1")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("region", "r1")} })}},
+		{name: "CreateVolume in another region", method: cv, req: requisite(valTopo("region", "r1", "zone", "z1")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("region", "r2")} })},
+			code: codes.AlreadyExists, fragment: `{"region"="r2"} is outside`},
+		{name: "CreateVolume topology keys differ in case", method: cv, req: requisite(valTopo("Zone", "z1")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z2")} })},
+			code: codes.AlreadyExists, fragment: "is outside accessibility_requirements.requisite"},
+		{name: "CreateVolume without topology, requisite given", method: cv, req: requisite(valTopo("zone", "z1")), resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}},
+		{name: "CreateVolume from a snapshot, outside requisite", method: cv, req: func() proto.Message {
+			r := requisite(valTopo("zone", "z1"))
+			r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: "snap-1"}}}
+			return r
+		}(), resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z9")} })},
+			code: codes.AlreadyExists, fragment: "outside accessibility_requirements.requisite"},
+		{name: "CreateVolume preferred only imposes nothing", method: cv,
+			req: valCreateVolume(func(r *csi.CreateVolumeRequest) {
+				r.AccessibilityRequirements = &csi.TopologyRequirement{Preferred: []*csi.Topology{valTopo("zone", "z1")}}
+			}),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z9")} })}},
+		{name: "CreateVolume outside many requisite topologies", method: cv, req: requisite(valTopo("zone", "z1"), valTopo("zone", "z2"), valTopo("zone", "z3"), valTopo("zone", "z4"), valTopo("zone", "z5")),
+			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "z9")} })},
+			code: codes.AlreadyExists, fragment: `{"zone"="z1"} {"zone"="z2"} {"zone"="z3"} and 2 more`},
 		{name: "CreateVolume capacity unknown", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.CapacityBytes = 0 })}},
 		{name: "CreateVolume topology without the capability", method: cv, caps: noTopology,
 			resp: &csi.CreateVolumeResponse{Volume: valVolume(func(v *csi.Volume) { v.AccessibleTopology = []*csi.Topology{valTopo("zone", "a")} })},
@@ -98,7 +144,7 @@ func responseRuleCases() []responseCase {
 		{name: "CreateSnapshot negative size", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.SizeBytes = -10 })},
 			code: codes.Unavailable, fragment: "snapshot.size_bytes must not be negative"},
 		{name: "CreateSnapshot of another volume", method: cs, resp: &csi.CreateSnapshotResponse{Snapshot: valSnapshot(func(s *csi.Snapshot) { s.SourceVolumeId = "vol-2" })},
-			code: codes.Unavailable, fragment: "snapshot.source_volume_id is not the source_volume_id asked for"},
+			code: codes.AlreadyExists, fragment: "the CreateSnapshot answer does not match the request: snapshot.source_volume_id is not the source_volume_id asked for"},
 		{name: "GetSnapshot without snapshot", method: "/csi.v1.Controller/GetSnapshot", resp: &csi.GetSnapshotResponse{}, code: codes.Internal, fragment: "snapshot is required"},
 
 		{name: "GetPluginInfo valid", method: pi, resp: &csi.GetPluginInfoResponse{Name: "csi.example.com", VendorVersion: "1.0.0"}},
@@ -145,6 +191,25 @@ func responseRuleCases() []responseCase {
 			code: codes.Internal, fragment: "available_capacity must not be negative"},
 		{name: "GetCapacity negative maximum", method: "/csi.v1.Controller/GetCapacity", resp: &csi.GetCapacityResponse{MaximumVolumeSize: wrapperspb.Int64(-1)},
 			code: codes.Internal, fragment: "maximum_volume_size must not be negative"},
+		{name: "ControllerExpand less than asked", method: "/csi.v1.Controller/ControllerExpandVolume",
+			req:  &csi.ControllerExpandVolumeRequest{VolumeId: "vol-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 8 << 30}},
+			resp: &csi.ControllerExpandVolumeResponse{CapacityBytes: 4 << 30}, code: codes.Internal,
+			fragment: `backend "fake": malformed ControllerExpandVolume answer: capacity_bytes is 4294967296, less than the required_bytes 8589934592 asked for; the gateway does not pass on a malformed answer: fix the backend`},
+		{name: "ControllerExpand as asked", method: "/csi.v1.Controller/ControllerExpandVolume",
+			req:  &csi.ControllerExpandVolumeRequest{VolumeId: "vol-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 8 << 30}},
+			resp: &csi.ControllerExpandVolumeResponse{CapacityBytes: 8 << 30, NodeExpansionRequired: true}},
+		{name: "ControllerExpand already larger than the limit is OK (idempotency)", method: "/csi.v1.Controller/ControllerExpandVolume",
+			req:  &csi.ControllerExpandVolumeRequest{VolumeId: "vol-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 8 << 30, LimitBytes: 8 << 30}},
+			resp: &csi.ControllerExpandVolumeResponse{CapacityBytes: 10 << 30}},
+		{name: "ControllerExpand capacity 0 is not checked", method: "/csi.v1.Controller/ControllerExpandVolume",
+			resp: &csi.ControllerExpandVolumeResponse{NodeExpansionRequired: true}},
+		{name: "NodeExpand less than asked", method: "/csi.v1.Node/NodeExpandVolume",
+			req:  &csi.NodeExpandVolumeRequest{VolumeId: "vol-1", VolumePath: "/target", CapacityRange: &csi.CapacityRange{RequiredBytes: 8 << 30}},
+			resp: &csi.NodeExpandVolumeResponse{CapacityBytes: 4 << 30}, code: codes.Internal, fragment: "capacity_bytes is 4294967296, less than the required_bytes 8589934592"},
+		{name: "NodeExpand capacity unknown", method: "/csi.v1.Node/NodeExpandVolume",
+			req:  &csi.NodeExpandVolumeRequest{VolumeId: "vol-1", VolumePath: "/target", CapacityRange: &csi.CapacityRange{RequiredBytes: 8 << 30}},
+			resp: &csi.NodeExpandVolumeResponse{}},
+		{name: "NodeExpand without capacity_range", method: "/csi.v1.Node/NodeExpandVolume", resp: &csi.NodeExpandVolumeResponse{CapacityBytes: 1 << 30}},
 		{name: "ControllerExpand negative", method: "/csi.v1.Controller/ControllerExpandVolume", resp: &csi.ControllerExpandVolumeResponse{CapacityBytes: -1},
 			code: codes.Internal, fragment: "capacity_bytes must not be negative"},
 		{name: "publish_context over 4 KiB", method: "/csi.v1.Controller/ControllerPublishVolume",
@@ -185,7 +250,7 @@ func TestValidateResponseRules(t *testing.T) {
 			if req == nil {
 				req = validRequests[tc.method]
 			}
-			want, err := proto.Marshal(tc.resp)
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(tc.resp)
 			if err != nil {
 				t.Fatal(err)
 			}

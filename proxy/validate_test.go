@@ -99,7 +99,8 @@ func (fc *fakeCaps) fetchCount() int {
 }
 
 // validationFake is a backend that advertises caps and answers any other call with resp
-// (marshalled; the empty message when nil).
+// (marshalled deterministically, so that maps of several keys compare as bytes; the empty
+// message when nil).
 func validationFake(caps *fakeCaps, resp proto.Message) *serverFake {
 	return &serverFake{answer: func(_ context.Context, method string, _ []byte) ([]byte, error) {
 		if b, ok, err := caps.answer(method); ok {
@@ -108,7 +109,7 @@ func validationFake(caps *fakeCaps, resp proto.Message) *serverFake {
 		if resp == nil {
 			return nil, nil
 		}
-		return proto.Marshal(resp)
+		return proto.MarshalOptions{Deterministic: true}.Marshal(resp)
 	}}
 }
 
@@ -354,11 +355,13 @@ func TestValidateRefusalSurvivesCanonicalize(t *testing.T) {
 
 // TestValidationThroughServer: the server's chain validates when Options.Validation says
 // so: a bad request is refused over gRPC and never reaches the backend.
-func TestValidationThroughServer(t *testing.T) {
+func TestValidationThroughServer(t *testing.T) { onEachTransport(t, testValidationThroughServer) }
+
+func testValidationThroughServer(t *testing.T, tr Transport) {
 	fake := validationFake(valAllCaps(), &csi.DeleteVolumeResponse{})
 	opts := serverFakeOptions(fake)
 	opts.Validation = ValidationEnforce
-	ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)
 	ctl := csi.NewControllerClient(ts.conn)
 	_, err := ctl.DeleteVolume(serverCallCtx(t), &csi.DeleteVolumeRequest{VolumeId: strings.Repeat("v", 200)})
 	checkRefusal(t, err, codes.InvalidArgument, "csi-gateway: invalid DeleteVolume request: volume_id is 200 bytes long; CSI allows at most 128")
@@ -376,11 +379,13 @@ func TestValidationThroughServer(t *testing.T) {
 
 // TestValidationOfEmptyRequests: a request with no field set arrives as no bytes at all; it is
 // checked like any other (gated here, as the backend does not list volumes).
-func TestValidationOfEmptyRequests(t *testing.T) {
+func TestValidationOfEmptyRequests(t *testing.T) { onEachTransport(t, testValidationOfEmptyRequests) }
+
+func testValidationOfEmptyRequests(t *testing.T, tr Transport) {
 	fake := validationFake(valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)), &csi.GetPluginInfoResponse{})
 	opts := serverFakeOptions(fake)
 	opts.Validation = ValidationEnforce
-	ts := startServerHarness(t, opts, ListenerPolicy{}, slog.LevelInfo)
+	ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)
 	_, err := csi.NewControllerClient(ts.conn).ListVolumes(serverCallCtx(t), &csi.ListVolumesRequest{})
 	checkRefusal(t, err, codes.Unimplemented, "controller capability LIST_VOLUMES, which ListVolumes needs")
 	_, err = csi.NewIdentityClient(ts.conn).GetPluginInfo(serverCallCtx(t), &csi.GetPluginInfoRequest{})

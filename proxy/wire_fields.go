@@ -20,6 +20,18 @@ func wireStrings(raw []byte, fds []protoreflect.FieldDescriptor, values []string
 		vals = make([][]byte, 0, len(fds))
 	}
 	vals = vals[:len(fds)]
+	if !wireValues(raw, fds, vals) {
+		return false
+	}
+	for i, v := range vals {
+		values[i] = string(v)
+	}
+	return true
+}
+
+// wireValues is wireStrings without the strings: vals[i] is the value of fds[i] in raw, a
+// slice of raw (nil when absent), valid UTF-8.
+func wireValues(raw []byte, fds []protoreflect.FieldDescriptor, vals [][]byte) bool {
 	for len(raw) > 0 {
 		num, typ, n := protowire.ConsumeTag(raw)
 		if n < 0 {
@@ -39,24 +51,32 @@ func wireStrings(raw []byte, fds []protoreflect.FieldDescriptor, values []string
 		}
 		raw = raw[m:]
 	}
-	for i, v := range vals {
+	for _, v := range vals {
 		if !utf8.Valid(v) {
 			return false
 		}
-		values[i] = string(v)
 	}
 	return true
 }
 
-// wireString returns the value of the singular string field fd in raw (see wireStrings); it
+// wireValue returns the value of the singular string field fd in raw as a slice of raw
+// (see wireValues): it allocates nothing.
+func wireValue(raw []byte, fd protoreflect.FieldDescriptor) ([]byte, bool) {
+	var value [1][]byte
+	if !wireValues(raw, []protoreflect.FieldDescriptor{fd}, value[:]) {
+		return nil, false
+	}
+	return value[0], true
+}
+
+// wireString returns the value of the singular string field fd in raw (see wireValue); it
 // returns false when fd is not a singular string field too.
 func wireString(raw []byte, fd protoreflect.FieldDescriptor) (string, bool) {
 	if !isSingularString(fd) {
 		return "", false
 	}
-	var value [1]string
-	ok := wireStrings(raw, []protoreflect.FieldDescriptor{fd}, value[:])
-	return value[0], ok
+	v, ok := wireValue(raw, fd)
+	return string(v), ok
 }
 
 // isSingularString reports whether fd is a string field that is not repeated.

@@ -208,7 +208,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 	var nr notReady
 	for i := range b.targets {
 		idx := (start + i) % len(b.targets)
-		b.targets[idx].wake(ctx) // report a driver that is back as soon as it is
+		wake(ctx, b.targets[idx].conn) // report a driver that is back as soon as it is
 		err := b.probe(ctx, b.targets[idx])
 		if err == nil {
 			b.prefer(start, idx, nr.reasons(b))

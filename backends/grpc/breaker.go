@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 )
@@ -93,50 +92,18 @@ var _ backends.BreakerReporter = (*Backend)(nil)
 // with its own error, and says nothing about the driver.
 //
 // The trial call after a cool-down first wakes the connection of the target calls go to
-// (wakeForTrial): grpc's reconnect backoff (up to 10 s for a socket, 2 min for TCP) would
-// otherwise fail the trial at once although the driver may be back, and keep the circuit
-// open for longer.
+// (wake): grpc's reconnect backoff (up to 5 s for a socket, 2 min for TCP) would otherwise
+// fail the trial at once although the driver may be back, and keep the circuit open for
+// longer.
 func (b *Backend) admit(ctx context.Context) (backends.Permit, error) {
 	if b.closed.Load() || ctx.Err() != nil {
 		return backends.Permit{}, nil
 	}
 	p, err := b.breaker.Admit()
 	if err == nil && p.Trial() {
-		wakeForTrial(ctx, b.targets[int(b.preferred.Load())%len(b.targets)].conn)
+		wake(ctx, b.targets[int(b.preferred.Load())%len(b.targets)].conn)
 	}
 	return p, err
-}
-
-// trialWakeWait bounds how long a trial call waits for its connection to be made again. A
-// Unix socket or a TCP peer nearby connects in far less; a driver still down costs the trial
-// this much, once per cool-down.
-const trialWakeWait = 250 * time.Millisecond
-
-// wakeForTrial brings conn to a settled state that reflects the driver now: it waits out a
-// connection attempt under way (which may have begun before the driver came back and would
-// fail the trial with a stale error), cuts a reconnect backoff short, and returns once conn
-// is ready, or after trialWakeWait. A nil conn (the frame client, which dials on the call
-// itself) needs nothing.
-func wakeForTrial(ctx context.Context, conn *grpc.ClientConn) {
-	if conn == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, trialWakeWait)
-	defer cancel()
-	for {
-		s := conn.GetState()
-		switch s {
-		case connectivity.Ready, connectivity.Shutdown:
-			return
-		case connectivity.TransientFailure:
-			conn.ResetConnectBackoff()
-		case connectivity.Idle:
-			conn.Connect()
-		}
-		if !conn.WaitForStateChange(ctx, s) {
-			return
-		}
-	}
 }
 
 // settle reports a call's outcome: a transient class (the driver unreachable at every target,

@@ -54,14 +54,14 @@ type options struct {
 	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
 	propagator     propagation.TextMapPropagator // nil: otel's global
 	log            *slog.Logger                  // failover notices (see WithLogger)
-	frames         bool                          // unary calls over internal/h2grpc (see WithFrames)
+	frames         bool                          // calls over internal/h2grpc (see WithFrames)
 
 	breaker breakerOptions // see WithCircuitBreaker (breaker.go)
 }
 
 // defaultOptions holds every default in one place.
 func defaultOptions() options {
-	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), frames: true}
+	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler)}
 }
 
 // WithTransportCredentials sets the credentials of the connection to the driver. TCP

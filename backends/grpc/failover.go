@@ -36,9 +36,9 @@ type target struct {
 	conn  *grpc.ClientConn // nil with the frame client
 }
 
-// wakeWait bounds how long a call failing over waits for a failing target's connection to be
-// made again (see wake). A Unix socket or a TCP peer nearby connects in far less; a target
-// still down costs the call this much before it fails.
+// wakeWait bounds how long wake waits for a target's connection to be made again. A Unix
+// socket or a TCP peer nearby connects in far less; a target still down costs the call that
+// woke it (a call failing over, a readiness probe, the breaker's trial) this much.
 const wakeWait = 250 * time.Millisecond
 
 // failover runs try on the targets, starting with the one that worked last, until one reaches
@@ -60,7 +60,7 @@ func (b *Backend) failover(ctx context.Context, try func(t *target) (unreached s
 			if ctx.Err() != nil {
 				break
 			}
-			t.wake(ctx)
+			wake(ctx, t.conn)
 		}
 		why, err := try(t)
 		if err == nil || why == "" {
@@ -93,20 +93,41 @@ func unreached(ctx context.Context, err error, reached bool) string {
 	return st.Message()
 }
 
-// wake makes a target whose connection is failing try to connect now rather than at the end of
-// its reconnect backoff (up to 10 s for a socket, 2 min for TCP), and waits up to wakeWait for
-// it to succeed: a call only comes here when the target it went to first has just failed, and
-// this one may have come back since its connection last tried. A call on a failing connection
-// fails at once (calls do not wait for connections), so without this it would fail although
-// the driver is up. The frame client needs none of this: it dials on the call itself.
-func (t *target) wake(ctx context.Context) {
-	if t.conn == nil || t.conn.GetState() != connectivity.TransientFailure {
+// wake brings a target's connection to a state that reflects its driver now, before a call
+// that cannot wait for a connection (calls fail at once on a failing one) goes there: it waits
+// out a connection attempt under way (which may have begun before the driver came back), makes
+// an idle connection connect, cuts a reconnect backoff short (up to 5 s for a socket, 2 min
+// for TCP), and returns once conn is ready, or after wakeWait. A call failing over comes here
+// because the target it went to first has just failed, and this one may have come back since
+// its connection last tried; without this it would fail although the driver is up. A nil
+// conn (the frame client, which dials on the call itself) needs nothing.
+//
+// It trusts no single reading of conn's state: grpc-go gives calls a connection's new picker
+// before it publishes the new state (ClientConn's UpdateState), so for a moment, or longer on
+// a loaded machine, a connection that calls already find failing can still say CONNECTING,
+// and one they find ready can say TRANSIENT_FAILURE. Hence the loop until READY, rather than
+// acting on, or skipping, the state read first: skipping a stale CONNECTING once failed a
+// call with the error of a connection attempt made before its driver came back.
+func wake(ctx context.Context, conn *grpc.ClientConn) {
+	if conn == nil {
 		return
 	}
-	t.conn.ResetConnectBackoff()
 	ctx, cancel := context.WithTimeout(ctx, wakeWait)
 	defer cancel()
-	t.conn.WaitForStateChange(ctx, connectivity.TransientFailure)
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready, connectivity.Shutdown:
+			return
+		case connectivity.TransientFailure:
+			conn.ResetConnectBackoff()
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
 }
 
 // prefer makes the target at index to the one calls go to, when the one at from was, and logs

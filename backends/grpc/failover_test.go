@@ -74,26 +74,40 @@ func (r *restartableDriver) stop() {
 // calls is how many request messages reached the driver so far.
 func (r *restartableDriver) calls() int { return len(r.d.codec.received()) }
 
-// waitNotReady waits until the backend's connection to target i has seen its driver go, so
-// that the next call cannot be sent on the dying connection (which would count as reaching
-// the driver, and rightly not fail over).
-func waitNotReady(t *testing.T, b *Backend, i int) {
+// waitGone waits until the backend's connection to target i has seen its driver go, so that
+// the next call cannot be sent on the dying connection (which would count as reaching the
+// driver, and rightly not fail over): grpc-go's connection says IDLE or TRANSIENT_FAILURE, the
+// frame client's driver no longer answers Probe.
+//
+// Not merely "not READY": grpc-go gives calls a connection's picker before it publishes the
+// connection's state, so a connection calls have been using can still say CONNECTING when its
+// driver stops (under -race on a busy machine it did: the next call went out on the old
+// connection and got EOF). The states a connection publishes keep their order, so a
+// connection that was serving calls says IDLE only once it has lost them.
+func waitGone(t *testing.T, b *Backend, i int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); targetUp(b.targets[i]); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the connection to %s still says ready", b.targets[i].addr)
+	tg := b.targets[i]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if tg.conn == nil {
+		for probeAnswered(ctx, tg) {
 		}
-		time.Sleep(5 * time.Millisecond)
+		if ctx.Err() != nil {
+			t.Fatalf("the driver at %s still answers", tg.addr)
+		}
+		return
+	}
+	for s := tg.conn.GetState(); s != connectivity.Idle && s != connectivity.TransientFailure; s = tg.conn.GetState() {
+		if !tg.conn.WaitForStateChange(ctx, s) {
+			t.Fatalf("the connection to %s still says %v", tg.addr, s)
+		}
 	}
 }
 
-// targetUp reports whether grpc-go's connection to tg says ready, or, with the frame client
-// (which keeps no state), whether the driver answers Probe.
-func targetUp(tg *target) bool {
-	if tg.conn != nil {
-		return tg.conn.GetState() == connectivity.Ready
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// probeAnswered reports whether the driver at tg answers Probe, asked over the frame client
+// (which keeps no connection state to ask instead).
+func probeAnswered(ctx context.Context, tg *target) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, err := csi.NewIdentityClient(tg.calls).Probe(ctx, &csi.ProbeRequest{})
 	return err == nil
@@ -158,12 +172,12 @@ func TestFailoverUnary(t *testing.T) {
 	check(step{"still sticky", 1, 0, 4})
 
 	second.stop()
-	waitNotReady(t, b, 1)
+	waitGone(t, b, 1)
 	check(step{"second down", 2, 1, 4})
 	check(step{"sticky on first", 1, 2, 4})
 
 	first.stop()
-	waitNotReady(t, b, 0)
+	waitGone(t, b, 0)
 	attempts, err := createOn(t, b, "pvc-both-down")
 	be := asBackendError(t, err)
 	wantPrefix := `backend "drv": cannot reach the driver at any target: ` + first.target + " ("

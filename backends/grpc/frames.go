@@ -16,7 +16,7 @@ import (
 )
 
 // WithFrames says whether calls and streams go over the gateway's own HTTP/2 frame client
-// (internal/h2grpc; the default) or over grpc-go's (false). The frame client keeps one
+// (internal/h2grpc, true) or over grpc-go's (false, the default). The frame client keeps one
 // connection per target, made by the first call and made again by the first call after it
 // breaks; it writes a unary call in one write and its reader completes it, with the same
 // metadata, deadline, credentials, spans and errors as grpc-go's. Readiness probes go over it

@@ -7,11 +7,11 @@ import (
 )
 
 // framesUnderTest is the client the tests' backends send unary calls over: TestMain runs
-// every test with the frame client (the default) and again with grpc-go's.
-var framesUnderTest = true
+// every test with grpc-go's client (the default) and again with the frame client.
+var framesUnderTest = false
 
 func TestMain(m *testing.M) {
-	for _, frames := range []bool{true, false} {
+	for _, frames := range []bool{false, true} {
 		framesUnderTest = frames
 		fmt.Printf("backends/grpc: unary calls over the frame client: %v\n", frames)
 		if code := m.Run(); code != 0 {

@@ -118,7 +118,9 @@ func PrefixErrors(prefix string, err error) error {
 // "/csi.v1.Controller/CreateVolume", and req and the returned response are protobuf wire
 // bytes; the backend converts them to and from protojson. Failures are *backends.Error:
 // ClassUnimplemented for a method that is not a unary method of a known service,
-// ClassInvalid for a request that does not decode, the class of the appliance's answer
+// ClassInvalid for a request that does not decode or holds fields the gateway does not know
+// (unknown.go), ClassPrecondition for CSI secrets bound for an http:// URL without the
+// operator's opt-in (plaintext.go), the class of the appliance's answer
 // (errors.go) or of the transport failure, ClassCanceled or ClassDeadline when ctx ends,
 // and ClassInternal for a 200 whose body is not the response message.
 func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte, error) {
@@ -132,10 +134,21 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 	if err := ctx.Err(); err != nil {
 		return nil, (&call{b: b, m: m}).contextError(err)
 	}
-	body, err := m.requestJSON(req)
+	msg, err := m.decodeRequest(req)
 	if err != nil {
 		return nil, newError(backends.ClassInvalid, b.name, m.name,
 			fmt.Sprintf("the request is not a valid %s: %s", m.in.Descriptor().FullName(), Clean(err.Error(), maxSaid)))
+	}
+	if err := b.refuseUnknownFields(m, msg); err != nil {
+		return nil, err
+	}
+	if err := b.refusePlaintextSecrets(m, msg); err != nil {
+		return nil, err
+	}
+	body, err := protojson.Marshal(msg)
+	if err != nil {
+		return nil, newError(backends.ClassInvalid, b.name, m.name,
+			fmt.Sprintf("the request cannot be written as JSON: %s", Clean(err.Error(), maxSaid)))
 	}
 	out, err := b.post(ctx, m, body, b.policy())
 	if err != nil {
@@ -144,7 +157,7 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 	resp, err := m.responseProto(out)
 	if err != nil {
 		return nil, &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), 256)), maxMessage)}
+			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), maxSaid)), maxMessage)}
 	}
 	return resp, nil
 }
@@ -193,7 +206,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 	var resp csi.ProbeResponse
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(out, &resp); err != nil {
 		return &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), 256)), maxMessage)}
+			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), maxSaid)), maxMessage)}
 	}
 	if r := resp.GetReady(); r != nil && !r.GetValue() {
 		return newError(backends.ClassUnavailable, b.name, m.name, "the appliance is not ready (its Probe answered ready=false; it may be starting)")

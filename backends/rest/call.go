@@ -154,6 +154,9 @@ func (c *call) checkRetry(ctx context.Context, resp *http.Response, err error) (
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(body))
+		// The request's secrets go before anything parses, cleans or cuts the appliance's
+		// words (the gateway scrubs the message again, in every form a secret takes).
+		body = []byte(backends.CallInfoFrom(ctx).Scrub(string(body)))
 		c.failed, c.lastCause = true, nil
 		c.lastClass, c.lastMsg = describeAnswer(c.b.name, c.m.path, c.b.urls[c.used].display, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 		retry = RetryableStatus(resp.StatusCode) && !c.policy.failoverOnly

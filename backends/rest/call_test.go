@@ -170,7 +170,7 @@ func TestWithHTTPClient(t *testing.T) {
 		used = true
 		return http.DefaultTransport.RoundTrip(r)
 	})}
-	b, err := New(testName, Config{URLs: []string{srv.URL}}, WithHTTPClient(hc))
+	b, err := New(testName, Config{URLs: []string{srv.URL}, AllowSecretsOverPlaintextHTTP: true}, WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,14 +65,14 @@ func lookupMethod(path string) (*method, error) {
 	return &method{path: path, name: name, in: in, out: out}, nil
 }
 
-// requestJSON turns the caller's request, protobuf wire bytes, into protojson. Fields this
-// gateway's version of the message does not know are dropped: JSON cannot name them.
-func (m *method) requestJSON(raw []byte) ([]byte, error) {
+// decodeRequest decodes the caller's request, protobuf wire bytes; protojson.Marshal turns
+// it into the body of the call.
+func (m *method) decodeRequest(raw []byte) (proto.Message, error) {
 	msg := m.in.New().Interface()
 	if err := proto.Unmarshal(raw, msg); err != nil {
 		return nil, err
 	}
-	return protojson.Marshal(msg)
+	return msg, nil
 }
 
 // responseProto turns the appliance's protojson answer into protobuf wire bytes. Unknown

@@ -57,12 +57,12 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := proto.Marshal(&csi.ControllerGetVolumeRequest{VolumeId: "vol-1"})
-	js, err := m.requestJSON(raw)
-	if err != nil || string(js) == "" {
-		t.Fatalf("requestJSON: %s, %v", js, err)
+	req, err := m.decodeRequest(raw)
+	if err != nil || !proto.Equal(req, &csi.ControllerGetVolumeRequest{VolumeId: "vol-1"}) {
+		t.Fatalf("decodeRequest: %v, %v", req, err)
 	}
-	if _, err := m.requestJSON([]byte{0xff, 0xff}); err == nil {
-		t.Error("requestJSON accepted bytes that are not a message")
+	if _, err := m.decodeRequest([]byte{0xff, 0xff}); err == nil {
+		t.Error("decodeRequest accepted bytes that are not a message")
 	}
 
 	out, err := m.responseProto([]byte(`{"volume":{"volumeId":"vol-1","capacityBytes":"42","fromTheFuture":{"x":1}},"alsoNew":true}`))

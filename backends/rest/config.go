@@ -43,6 +43,10 @@ type Config struct {
 	Budget backends.BudgetConfig
 	// Auth (auth) are the credentials files sent with every request (auth.go); https only.
 	Auth Auth
+	// AllowSecretsOverPlaintextHTTP (allowSecretsOverPlaintextHTTP) lets requests that carry
+	// CSI secrets go to http:// URLs, in the clear; without it they are refused
+	// (plaintext.go).
+	AllowSecretsOverPlaintextHTTP bool
 }
 
 // Retry is the retry policy of a backend; see retry.go for what is retried.

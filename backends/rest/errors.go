@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -127,28 +126,23 @@ func HTMLTitle(body []byte) string {
 	if m == nil {
 		return ""
 	}
-	return Clean(string(m[1]), 128)
+	return Clean(string(m[1]), maxSaid)
 }
 
 // userinfoRE finds the userinfo of URLs inside text, so that a message can never repeat a
 // password that a proxy or transport error happened to include.
 var userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]*@`)
 
-// Clean makes s fit for a one-line message: valid UTF-8, no control characters, runs of
-// space collapsed, no URL userinfo, and at most max bytes (cut at a character boundary,
-// marked with "…").
+// Clean makes s fit for a one-line message (backends.OneLine: valid UTF-8, no control
+// characters, runs of space collapsed), with no URL userinfo, and at most max bytes (cut at
+// a character boundary, marked with "…"). Text that may echo the request's secrets is
+// cleaned with a max of maxSaid or more: the gateway scrubs secrets only after this, and a
+// secret cut here would leave its first bytes unrecognised.
 func Clean(s string, max int) string {
 	if len(s) > 4*max {
 		s = s[:4*max] // keep the work bounded; the cut below marks the truncation
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
+	s = backends.OneLine(s)
 	if strings.Contains(s, "://") && strings.Contains(s, "@") {
 		s = userinfoRE.ReplaceAllString(s, "$1")
 	}

@@ -17,6 +17,7 @@ import (
 func guardedBackend(t *testing.T, cfg Config, clock *testutil.Clock, urls ...string) *Backend {
 	t.Helper()
 	cfg.URLs = urls
+	cfg.AllowSecretsOverPlaintextHTTP = true // httptest's http://, and createRequest's secret
 	if cfg.Retry.MinBackoff == 0 {
 		cfg.Retry.MinBackoff = time.Millisecond
 	}

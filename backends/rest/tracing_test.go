@@ -23,7 +23,7 @@ func tracedBackend(t *testing.T, urls ...string) (*Backend, *tracetest.SpanRecor
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	cfg := Config{URLs: urls, Retry: Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}}
+	cfg := Config{URLs: urls, AllowSecretsOverPlaintextHTTP: true, Retry: Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}}
 	b, err := New(testName, cfg, WithTracerProvider(tp), WithPropagator(propagation.TraceContext{}))
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 type applianceOptions struct {
 	endpoint   string
 	httpAddr   string
-	socketMode uint32
+	socketMode proxy.SocketMode
 	grace      time.Duration
 	logLevel   slog.Level
 	cfg        embedded.Config
@@ -34,7 +34,7 @@ type applianceOptions struct {
 
 func newApplianceCommand() *cobra.Command {
 	d := embedded.DefaultConfig()
-	o := applianceOptions{cfg: d, socketMode: uint32(proxy.DefaultSocketMode)}
+	o := applianceOptions{cfg: d}
 	cmd := &cobra.Command{
 		Use:   "appliance --data DIR --endpoint unix:///PATH.sock [--http 127.0.0.1:PORT]",
 		Short: "Serve the reference appliance as a CSI driver (gRPC) and, with --http, over HTTP",
@@ -54,7 +54,7 @@ Node calls mount for real and need root.`,
 	f.StringVar(&o.cfg.DataDir, "data", "", "directory for the state file and the images (required)")
 	f.StringVar(&o.endpoint, "endpoint", "", "gRPC endpoint: unix:///path.sock or tcp://host:port (required)")
 	f.StringVar(&o.httpAddr, "http", "", "also serve the Connect JSON protocol on this host:port")
-	f.Uint32Var(&o.socketMode, "socket-mode", o.socketMode, "permission bits of the Unix socket")
+	f.Var(&o.socketMode, "socket-mode", "permission bits of the Unix socket, in octal: 0660, 660 or 0o660")
 	f.DurationVar(&o.grace, "grace", 10*time.Second, "how long in-flight calls may finish after SIGTERM")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "debug, info, warn or error")
 	f.StringVar(&o.cfg.DriverName, "driver-name", d.DriverName, "plugin name reported by GetPluginInfo")
@@ -85,7 +85,7 @@ func serveAppliance(ctx context.Context, o applianceOptions, log *slog.Logger) e
 
 	srv := grpc.NewServer(acceptTraceContext(), grpc.ChainUnaryInterceptor(logCalls(log)))
 	a.Register(srv)
-	lis, err := proxy.Listen(ep, fsMode(o.socketMode))
+	lis, err := proxy.Listen(ep, o.socketMode.Perm())
 	if err != nil {
 		return fmt.Errorf("--endpoint %s: %w", ep, err)
 	}

@@ -47,7 +47,7 @@ func TestApplianceLogsCallerTraceID(t *testing.T) {
 	}
 	httpAddr := l.Addr().String()
 	l.Close()
-	o := applianceOptions{endpoint: "unix://" + sock, httpAddr: httpAddr, socketMode: 0o600, grace: time.Second,
+	o := applianceOptions{endpoint: "unix://" + sock, httpAddr: httpAddr, grace: time.Second,
 		cfg: embedded.Config{DataDir: filepath.Join(dir, "data")}}
 	var logBuf applianceLog
 	ctx, cancel := context.WithCancel(context.Background())

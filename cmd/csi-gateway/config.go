@@ -3,10 +3,8 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +34,8 @@ type Config struct {
 	// Validation is enforce, warn or off (docs/validation.md).
 	Validation string `mapstructure:"validation"`
 	// Transport is how the gateway reads and writes gRPC, on its listeners and to grpc
-	// backends: frames (the default: its own HTTP/2 frame relay) or grpc (grpc-go's).
+	// backends: grpc (the default: grpc-go's) or frames (its own HTTP/2 frame relay, an
+	// opt-in that saves CPU per call).
 	Transport string `mapstructure:"transport"`
 }
 
@@ -68,10 +67,11 @@ type TracingConfig struct {
 
 // ListenerConfig is one socket the gateway serves CSI on.
 type ListenerConfig struct {
-	Endpoint   string   `mapstructure:"endpoint"`
-	SocketMode string   `mapstructure:"socketMode"`
-	AllowUIDs  []uint32 `mapstructure:"allowUIDs"`
-	AllowGIDs  []uint32 `mapstructure:"allowGIDs"`
+	Endpoint string `mapstructure:"endpoint"`
+	// SocketMode is a Unix socket's permission: a quoted octal string; a bare number is refused.
+	SocketMode proxy.SocketMode `mapstructure:"socketMode"`
+	AllowUIDs  []uint32         `mapstructure:"allowUIDs"`
+	AllowGIDs  []uint32         `mapstructure:"allowGIDs"`
 	// TLS is required on a tcp:// listener unless Insecure; Clients lists who may call it.
 	TLS      *ListenerTLSConfig `mapstructure:"tls"`
 	Clients  []auth.ClientRule  `mapstructure:"clients"`
@@ -142,6 +142,9 @@ type BackendConfig struct {
 	Auth BackendAuthConfig `mapstructure:"auth"`
 	// CSP (rest with protocol csp) describes the Container Storage Provider.
 	CSP CSPConfig `mapstructure:"csp"`
+	// AllowSecretsOverPlaintextHTTP (rest with protocol connect) sends requests that carry
+	// CSI secrets to http:// URLs, in the clear; without it they are refused.
+	AllowSecretsOverPlaintextHTTP bool `mapstructure:"allowSecretsOverPlaintextHTTP"`
 	// grpc and rest
 	CircuitBreaker backends.BreakerConfig `mapstructure:"circuitBreaker"`
 	// TLS is required for dns:/// targets and verifies https:// URLs against a pinned CA.
@@ -192,6 +195,7 @@ const (
 func bindServeFlags(f *pflag.FlagSet) {
 	f.String("config", "", "YAML configuration file")
 	f.String("endpoint", "", "endpoint of the first listener (overrides CSI_ENDPOINT and the file)")
+	f.Var(new(proxy.SocketMode), "socket-mode", "permission bits of the first listener's Unix socket, in octal: 0660, 660 or 0o660 (overrides CSIGW_SOCKET_MODE and the file)")
 	f.String("data-dir", "", "data directory of the default embedded backend (default "+defaultDataDir+")")
 	f.String("log-level", "", "debug, info, warn or error (default info)")
 	f.String("log-format", "", "json or text (default json)")
@@ -226,7 +230,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	}
 	var c Config
 	if err := v.UnmarshalExact(&c); err != nil {
-		return Config{}, fmt.Errorf("configuration: %w", err)
+		return Config{}, keyedDecodeError(err)
 	}
 	if s, _ := flags.GetString("log-level"); s != "" {
 		c.Logging.Level = s
@@ -249,6 +253,9 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	}
 	dataDir, _ := flags.GetString("data-dir")
 	c.applyDefaults(dataDir)
+	if err := c.overrideSocketMode(flags, getenv); err != nil {
+		return Config{}, err
+	}
 	return c, c.validate()
 }
 
@@ -257,11 +264,6 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 func (c *Config) applyDefaults(dataDir string) {
 	if len(c.Listeners) == 0 {
 		c.Listeners = []ListenerConfig{{Endpoint: defaultEndpoint}}
-	}
-	for i := range c.Listeners {
-		if c.Listeners[i].SocketMode == "" {
-			c.Listeners[i].SocketMode = fmt.Sprintf("%04o", proxy.DefaultSocketMode)
-		}
 	}
 	if len(c.Backends) == 0 {
 		c.Backends = map[string]BackendConfig{defaultBackendName: {Type: "embedded"}}
@@ -291,9 +293,6 @@ func (c *Config) validate() error {
 		if err := validateListenerSecurity(key, ep, l); err != nil {
 			return err
 		}
-		if _, err := parseSocketMode(l.SocketMode); err != nil {
-			return fmt.Errorf("%s.socketMode: %w", key, err)
-		}
 	}
 	for name, b := range c.Backends {
 		key := "backends." + name
@@ -312,6 +311,9 @@ func (c *Config) validate() error {
 					return fmt.Errorf("%s.csp: only with protocol: csp", key)
 				}
 			case "csp":
+				if b.AllowSecretsOverPlaintextHTTP {
+					return fmt.Errorf("%s.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP", key)
+				}
 				if err := validateCSP(key, b); err != nil {
 					return err
 				}
@@ -415,6 +417,9 @@ func validateBackendSecurity(key string, b BackendConfig) error {
 	if b.Auth != (BackendAuthConfig{}) && b.Type != "rest" {
 		return fmt.Errorf("%s.auth: only for rest backends", key)
 	}
+	if b.AllowSecretsOverPlaintextHTTP && b.Type != "rest" {
+		return fmt.Errorf("%s.allowSecretsOverPlaintextHTTP: only for rest backends", key)
+	}
 	if b.TLS == nil || b.Type == "embedded" {
 		return nil
 	}
@@ -433,14 +438,6 @@ func validateClientTLS(key string, t BackendTLSConfig) error {
 		return fmt.Errorf("%s.minVersion: %w", key, err)
 	}
 	return nil
-}
-
-func parseSocketMode(s string) (fs.FileMode, error) {
-	n, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || n > 0o777 {
-		return 0, fmt.Errorf("%q is not an octal permission such as \"0660\"", s)
-	}
-	return fs.FileMode(n), nil
 }
 
 func parseLevel(s string) (slog.Level, error) {

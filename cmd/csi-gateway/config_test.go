@@ -41,7 +41,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode != "0660" {
+	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
 		t.Errorf("listeners: %+v", c.Listeners)
 	}
 	if b := c.Backends[defaultBackendName]; b.Type != "embedded" || b.DataDir != defaultDataDir {
@@ -72,7 +72,7 @@ logging: {level: warn}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
+	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
 		t.Errorf("listener from the file: %+v", c.Listeners[0])
 	}
 	if b := c.Backends["array1"]; b.Retry.MaxAttempts != 3 || b.Retry.MinBackoff != 10*time.Millisecond {
@@ -208,6 +208,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"csp with a token", "backends: {a: {type: rest, protocol: csp, urls: ['https://csp'], auth: {bearerTokenFile: /t}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.auth: a CSP logs in with a user"},
 		{"csp with two urls", "backends: {a: {type: rest, protocol: csp, urls: ['https://a', 'https://b'], auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.urls: a csp backend has one URL"},
 		{"csp node twice", "backends: {a: {type: rest, protocol: csp, urls: ['https://a'], auth: {usernameFile: /u, passwordFile: /p}, csp: {nodes: [{id: n1, iqns: [x]}, {id: n1, iqns: [y]}]}}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.csp.nodes[1].id: "n1" is listed twice`},
+		{"plaintext opt-in on grpc", "backends: {a: {type: grpc, target: 'unix:///x.sock', allowSecretsOverPlaintextHTTP: true}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.allowSecretsOverPlaintextHTTP: only for rest backends"},
+		{"plaintext opt-in on csp", "backends: {a: {type: rest, protocol: csp, urls: ['http://csp:8080'], allowSecretsOverPlaintextHTTP: true, auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP"},
 		{"csp keys on connect", "backends: {a: {type: rest, urls: ['https://a'], csp: {profile: hpe}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csp: only with protocol: csp"},
 		{"unknown protocol", "backends: {a: {type: rest, protocol: swordfish, urls: ['https://a']}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.protocol: "swordfish" is not connect or csp`},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"io/fs"
 	"log/slog"
 	"time"
 
@@ -38,5 +37,3 @@ func logCalls(log *slog.Logger) grpc.UnaryServerInterceptor {
 		return resp, err
 	}
 }
-
-func fsMode(m uint32) fs.FileMode { return fs.FileMode(m) & fs.ModePerm }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -162,7 +163,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 			return fmt.Errorf("%s: %w", key, err)
 		}
 		go func() { errc <- srv.Serve(l, policy) }()
-		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode, "tls", ts != nil)
+		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode.String(), "tls", ts != nil)
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
@@ -183,14 +184,18 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 }
 
 // listenerPolicy builds what listener key admits. A TLS listener gets its tlsconf.Server
-// (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener
-// is logged as a warning, at every start.
+// (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener,
+// and a Unix socket whose name does not end in .sock, are logged as warnings, at every start.
 func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) (proxy.ListenerPolicy, *tlsconf.Server, error) {
 	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs, Tenant: lc.Tenant,
 		Methods: auth.MethodAllowList{Key: key + ".methods", Patterns: lc.Methods}}
 	ep, err := proxy.ParseEndpoint(lc.Endpoint)
-	if err != nil || ep.Scheme == "unix" {
+	if err != nil {
 		return p, nil, err
+	}
+	if ep.Scheme == "unix" {
+		warnSocketName(key, ep, log)
+		return p, nil, nil
 	}
 	if lc.Insecure {
 		log.Warn(fmt.Sprintf("%s: plaintext TCP: anyone who can reach %s can call the gateway", key, ep.Address))
@@ -212,16 +217,23 @@ func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *
 	return p, ts, nil
 }
 
+// warnSocketName warns when listener key's Unix socket does not end in .sock: "All UNIX
+// endpoints SHALL end with .sock" (spec, Configuration and Operation). The gateway serves it
+// all the same: the path is the supervisor's choice (CSI_ENDPOINT, kubelet's registration),
+// not the plugin's, and refusing it would take down a deployment that works today at its next
+// restart.
+func warnSocketName(key string, ep proxy.Endpoint, log *slog.Logger) {
+	if !strings.HasSuffix(ep.Address, ".sock") {
+		log.Warn(fmt.Sprintf("%s: the socket %s does not end in .sock, as CSI requires of every UNIX endpoint; serving it anyway: rename it where it is set (CSI_ENDPOINT, --endpoint or %s.endpoint) and in what connects to it", key, ep.Address, key))
+	}
+}
+
 func listen(lc ListenerConfig) (net.Listener, error) {
 	ep, err := proxy.ParseEndpoint(lc.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	mode, err := parseSocketMode(lc.SocketMode)
-	if err != nil {
-		return nil, err
-	}
-	return proxy.Listen(ep, mode)
+	return proxy.Listen(ep, lc.SocketMode.Perm())
 }
 
 // openBackends builds every configured backend, and the TLS configurations they dial with
@@ -304,11 +316,16 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		if b.Protocol == "csp" {
 			return openCSP(name, b, log, opts)
 		}
-		return rest.New(name, rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
+		cfg := rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
 			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
 				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
 			}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
-		}, opts...)
+			AllowSecretsOverPlaintextHTTP: b.AllowSecretsOverPlaintextHTTP,
+		}
+		if w := cfg.PlaintextWarning(name); w != "" {
+			log.Warn(w)
+		}
+		return rest.New(name, cfg, opts...)
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }

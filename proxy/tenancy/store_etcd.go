@@ -53,14 +53,17 @@ const (
 //	PREFIX tenants/TENANT/usage         the tenant's recorded volumes and bytes
 //	PREFIX tenants/TENANT/holds/ID      a hold of a call in flight, bound to its replica's lease
 //
+// (The operations in flight on each object, bound to the replicas' leases too, go under
+// PREFIX ops/, beside these: see oplock_etcd.go.)
+//
 // A hold is admitted by a transaction that puts its key only if no key under
 // tenants/TENANT/ has changed since the usage the quota was checked against was read (a
 // compare on the prefix's mod revisions): two replicas checking the same usage cannot both
 // put a hold, whatever the interleaving, so holds never overshoot a quota. Turning a hold
 // into recorded usage (record) deletes the hold and raises the usage in one transaction. A
 // replica's holds carry its lease, so they vanish when it dies (within LeaseTTL) or closes.
-// (Deleting a key does not change the others' mod revisions; only a hold's release, a
-// lease's expiry and a forget delete keys there, and each frees room, never takes it.)
+// (Deleting a key does not change the others' mod revisions; only a hold's release, its
+// lease's expiry and its turning into usage delete keys there, and none of them takes room.)
 type etcdStore struct {
 	client  *clientv3.Client
 	tls     *tlsconf.Client // nil without TLS
@@ -121,11 +124,11 @@ func (s *etcdStore) Close() error {
 }
 
 func (s *etcdStore) close() error {
-	s.endLife()
 	s.mu.Lock()
-	lease := s.lease
+	lease := s.lease // before ending the keep-alive, whose end forgets the lease
 	s.lease = 0
 	s.mu.Unlock()
+	s.endLife()
 	if lease != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		s.client.Revoke(ctx, lease) // if etcd is unreachable the lease expires instead
@@ -436,7 +439,7 @@ func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) 
 	}
 	gctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	resp, err := s.client.Grant(gctx, int64(max(time.Second, s.ttl)/time.Second))
+	resp, err := s.client.Grant(gctx, int64((max(time.Second, s.ttl)+time.Second-1)/time.Second)) // whole seconds, rounded up
 	if err != nil {
 		return 0, s.fail(err)
 	}

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,7 @@ func TestLedgerStores(t *testing.T) {
 			name string
 			test func(*testing.T, opener)
 		}{
+			{"HoldBetweenCheckAndCommit", testHoldBetweenCheckAndCommit},
 			{"ReplicasNeverOvershoot", testReplicasNeverOvershoot},
 			{"RevokedLeaseFreesHolds", testRevokedLeaseFreesHolds},
 			{"DeadReplicasHoldsExpire", testDeadReplicasHoldsExpire},
@@ -102,6 +104,36 @@ func openEtcdLedger(t *testing.T, cluster *testutil.EtcdCluster, prefix string, 
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// testHoldBetweenCheckAndCommit: the interleaving the hold's transaction exists for, forced.
+// Replica A checks the quota (one volume, none used), and before A commits its hold, replica B
+// takes the last room. A's commit must fail, and its second check see B's hold: refused.
+func testHoldBetweenCheckAndCommit(t *testing.T, open opener) {
+	a, b := open(t, nil).store, open(t, nil).store
+	ctx := t.Context()
+	oneVolume := func(u usage) error {
+		if u.volumes >= 1 {
+			return errors.New("full")
+		}
+		return nil
+	}
+	checks := 0
+	_, err := a.hold(ctx, "blue", usage{volumes: 1}, func(u usage) error {
+		checks++
+		if checks == 1 {
+			if _, err := b.hold(ctx, "blue", usage{volumes: 1}, oneVolume); err != nil {
+				t.Fatalf("B's hold: %v", err)
+			}
+		}
+		return oneVolume(u)
+	})
+	if err == nil || err.Error() != "full" || checks != 2 {
+		t.Fatalf("A's hold after B took the room between A's check and A's commit: %v after %d checks; want refused at the second check", err, checks)
+	}
+	if u, err := a.usage(ctx, "blue"); err != nil || u != (usage{volumes: 1}) {
+		t.Errorf("blue's usage = %+v, %v; want B's one hold", u, err)
+	}
 }
 
 // testReplicasNeverOvershoot: two replicas (two ledgers on one etcd prefix), twenty
@@ -246,18 +278,27 @@ func testDeadReplicasHoldsExpire(t *testing.T, open opener) {
 
 // TestEtcdWithoutQuorum: with two of three members killed, every ledger step answers within
 // the request timeout with an error naming etcd — UNAVAILABLE for the calls — even for a
-// caller with no deadline of its own; with the members back, the ledger works again.
+// caller with no deadline of its own, and a hold released meanwhile is deleted at the next
+// hold; with the members back, the ledger works again.
 func TestEtcdWithoutQuorum(t *testing.T) {
 	cluster := testutil.StartEtcd(t, 3)
 	const timeout = 2 * time.Second
 	l := openEtcdLedger(t, cluster, "/quorum/", map[string]Quota{"blue": {MaxVolumes: 10, MaxBytes: 100 * mib}},
-		func(c *EtcdConfig) { c.RequestTimeout = timeout })
+		func(c *EtcdConfig) {
+			c.RequestTimeout = timeout
+			c.LeaseTTL = time.Hour // the outage must not expire the hold released during it
+		})
 	ctx := context.Background() // no deadline: only the request timeout bounds the steps
 	if err := l.Record(ctx, Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1", Bytes: mib}); err != nil {
 		t.Fatal(err)
 	}
+	pending, err := l.reserve(ctx, "blue", 1, mib)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster.Stop(1)
 	cluster.Stop(2)
+	pending.release() // cannot reach etcd: kept for later (and it returns: bounded too)
 
 	steps := []struct {
 		name string
@@ -275,12 +316,17 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 			return err
 		}},
 	}
-	for _, s := range steps {
-		done := make(chan error, 1)
-		start := time.Now()
-		go func() { done <- s.do() }()
+	// All at once (each on its own would take the test a request timeout per step).
+	answers := make([]chan error, len(steps))
+	start := time.Now()
+	for i, s := range steps {
+		answers[i] = make(chan error, 1)
+		go func() { answers[i] <- s.do() }()
+	}
+	watchdog := time.After(30 * time.Second)
+	for i, s := range steps {
 		select {
-		case err := <-done:
+		case err := <-answers[i]:
 			if err == nil {
 				t.Errorf("%s without quorum succeeded", s.name)
 				continue
@@ -291,8 +337,8 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 			if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
 				t.Errorf("%s without quorum: %v %q; want UNAVAILABLE naming etcd", s.name, st.Code(), st.Message())
 			}
-			t.Logf("%s without quorum answered in %s: %v", s.name, time.Since(start).Round(time.Millisecond), err)
-		case <-time.After(30 * time.Second):
+			t.Logf("%s without quorum answered after %s at most: %v", s.name, time.Since(start).Round(time.Millisecond), err)
+		case <-watchdog:
 			t.Fatalf("%s without quorum has not answered after 30 s (request timeout %s)", s.name, timeout)
 		}
 	}
@@ -305,6 +351,9 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 	res, err := l.reserve(ctx, "blue", 1, mib)
 	if err != nil {
 		t.Fatalf("with quorum back: %v", err)
+	}
+	if u := l.usageNow("blue"); u != (usage{2, 2 * mib}) {
+		t.Errorf("with quorum back blue's usage = %+v; want the volume and the new hold (the one released during the outage deleted)", u)
 	}
 	res.release()
 }

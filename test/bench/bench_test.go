@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // every relay that is installed (it installs nothing), a soak of tinySoak calls, and checks
 // that every call succeeded and the report's tables parse. It asserts no timing.
 func TestTinyRun(t *testing.T) {
-	relays := []string{"direct", "passthrough", "full", "floor"}
+	relays := []string{"direct", "passthrough", "full", "passthrough-frames", "full-frames", "floor"}
 	for _, tool := range []string{"haproxy", "socat"} {
 		if _, err := exec.LookPath(tool); err == nil {
 			relays = append(relays, tool)
@@ -76,7 +76,7 @@ func TestTinyRun(t *testing.T) {
 			}
 		}
 		direct := strings.HasSuffix(row["relay"], " direct")
-		gateway := strings.HasSuffix(row["relay"], " passthrough") || strings.HasSuffix(row["relay"], " full")
+		gateway := strings.Contains(row["relay"], " passthrough") || strings.Contains(row["relay"], " full")
 		for _, col := range []string{"relay CPU µs/call", "allocs/call"} {
 			_, err := strconv.ParseFloat(row[col], 64)
 			switch {
@@ -93,8 +93,20 @@ func TestTinyRun(t *testing.T) {
 		t.Errorf("%d relay rows, want %d", len(procs), len(relays))
 	}
 	for _, row := range procs {
-		if strings.HasSuffix(row["relay"], " full") && !strings.Contains(row["notes"], "spans exported") {
-			t.Errorf("full gateway's notes %q say nothing of its spans", row["notes"])
+		if strings.Contains(row["relay"], " full") && !strings.Contains(row["notes"], "spans exported") {
+			t.Errorf("%s: notes %q say nothing of its spans", row["relay"], row["notes"])
+		}
+	}
+
+	pairs := parseTable(t, report, transportsHeader)
+	if want := len(workloads) * 2 * len(transportPairs); len(pairs) != want {
+		t.Errorf("%d transport rows, want %d", len(pairs), want)
+	}
+	for _, row := range pairs {
+		for _, col := range []string{"grpc-go CPU µs/call", "frames CPU µs/call"} {
+			if _, err := strconv.ParseFloat(row[col], 64); err != nil {
+				t.Errorf("transports, %s c=%s %s: %s is %q, want a number", row["workload"], row["c"], row["relays"], col, row[col])
+			}
 		}
 	}
 	soak := parseTable(t, report, soakHeader)

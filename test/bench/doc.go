@@ -7,12 +7,15 @@
 // front of that driver:
 //
 //	(a) direct      no relay: the client calls the driver's socket
-//	(b) passthrough csi-gateway, validation off, logging at error, no tracing
-//	(c) full        csi-gateway, validation enforce, info logs to a file, every call traced
-//	                (sampled at 1.0, exported over OTLP/gRPC to a collector this program runs
-//	                on loopback), metrics
+//	(b) passthrough csi-gateway on grpc-go (transport: grpc, the default), validation off,
+//	                logging at error, no tracing
+//	(c) full        csi-gateway on grpc-go, validation enforce, info logs to a file, every
+//	                call traced (sampled at 1.0, exported over OTLP/gRPC to a collector this
+//	                program runs on loopback), metrics
+//	(g), (h)        (b) and (c) on the gateway's own HTTP/2 transport (transport: frames)
 //	(d) haproxy     HTTP/2 on both sides (mode http, proto h2)
 //	(e) socat       a byte relay (UNIX-LISTEN,fork to UNIX-CONNECT)
+//	(f) floor       csi-gateway's HTTP/2 server and client (internal/h2grpc), nothing between
 //
 // haproxy and socat are installed from Debian's packages when missing and this runs as root
 // with apt-get (-install=false: never); otherwise their rows say "not installed".
@@ -22,7 +25,9 @@
 // relay for one window in turn, for several rounds, and reports the medians of p50, p99 and
 // calls/s, the relay's CPU per call (utime+stime of its process tree, from /proc), the
 // gateway's heap allocations per call (go_memstats_mallocs_total from its /metrics), each
-// relay's RSS idle and at peak, and how long the gateway took to answer its first Probe.
+// relay's RSS idle and at peak, and how long the gateway took to answer its first Probe. A
+// table sets the gateway's CPU per call on its two transports side by side ((b) against (g),
+// (c) against (h)): what the default, grpc-go, costs over frames.
 //
 // It then soaks the full gateway (passthrough when full is not among -relays): -soak calls
 // (default a million; 0: none) at concurrency 16 of a mix of CreateVolume with secrets and

@@ -13,20 +13,34 @@ import (
 
 // relaySpec is one of the ways of reaching the driver that issue #8 compares.
 type relaySpec struct {
-	key         string // a to e, as the issue names them; f is the bench's own
+	key         string // a to e, as the issue names them; f to h are the bench's own
 	name        string
 	description string
+	// features is the csi-gateway relay's feature set (passthroughFeatures or fullFeatures);
+	// empty for a relay that is not csi-gateway.
+	features string
+	// transport is the csi-gateway relay's `transport` key.
+	transport string
 }
 
-// relaySpecs are every relay, in the issue's order.
+// relaySpecs are every relay: the issue's, with the gateway on its other transport beside it.
 var relaySpecs = []relaySpec{
-	{"a", "direct", "the client calls the driver's socket itself"},
-	{"b", "passthrough", "csi-gateway, validation off, logging at error, no tracing (admin listener on, for /metrics: it is off the call path)"},
-	{"c", "full", "csi-gateway, validation enforce, info log of every call to a file, tracing sampled at 1.0 (OTLP/gRPC to a collector on loopback), metrics"},
-	{"d", "haproxy", "haproxy, mode http, proto h2 on the listening and the driver's socket"},
-	{"e", "socat", "socat UNIX-LISTEN,fork to UNIX-CONNECT: a byte relay, one process per connection"},
-	{"f", "floor", "csi-gateway's HTTP/2 server and client (internal/h2grpc) with nothing between them: the transport alone, in Go"},
+	{key: "a", name: "direct", description: "the client calls the driver's socket itself"},
+	{key: "b", name: "passthrough", description: "csi-gateway on grpc-go (`transport: grpc`, the default), validation off, logging at error, no tracing (admin listener on, for /metrics: it is off the call path)",
+		features: passthroughFeatures, transport: "grpc"},
+	{key: "c", name: "full", description: "csi-gateway on grpc-go (`transport: grpc`, the default), validation enforce, info log of every call to a file, tracing sampled at 1.0 (OTLP/gRPC to a collector on loopback), metrics",
+		features: fullFeatures, transport: "grpc"},
+	{key: "g", name: "passthrough-frames", description: "(b) on the gateway's own HTTP/2 transport (`transport: frames`, internal/h2grpc) on its listener and to the driver",
+		features: passthroughFeatures, transport: "frames"},
+	{key: "h", name: "full-frames", description: "(c) on the gateway's own HTTP/2 transport (`transport: frames`)",
+		features: fullFeatures, transport: "frames"},
+	{key: "d", name: "haproxy", description: "haproxy, mode http, proto h2 on the listening and the driver's socket"},
+	{key: "e", name: "socat", description: "socat UNIX-LISTEN,fork to UNIX-CONNECT: a byte relay, one process per connection"},
+	{key: "f", name: "floor", description: "csi-gateway's HTTP/2 server and client (internal/h2grpc) with nothing between them: the transport alone, in Go"},
 }
+
+// traced reports whether the relay is a csi-gateway that exports spans (the full features).
+func (s relaySpec) traced() bool { return s.features == fullFeatures }
 
 // relay is a running relay (or the direct path) and the client connection the load uses.
 type relay struct {
@@ -51,8 +65,9 @@ type relay struct {
 // readyTimeout bounds how long a relay may take to answer its first Probe.
 const readyTimeout = 20 * time.Second
 
-// gatewayConfig is the part of the gateway's configuration both gateways share: one socket, the
-// driver behind it for every method, the admin listener, a short drain.
+// gatewayConfig is the part of the gateway's configuration every gateway relay shares: one
+// socket, the driver behind it for every method, the admin listener, a short drain, and the
+// transport.
 const gatewayConfig = `listeners:
   - endpoint: unix://%s
 backends:
@@ -63,6 +78,7 @@ routes:
   - {methods: ["*"], backend: driver}
 admin: {listen: "%s"}
 shutdown: {grace: 1s}
+transport: %s
 `
 
 // passthroughFeatures turns every optional feature off.
@@ -99,12 +115,12 @@ backend driver
 func startRelay(ctx context.Context, spec relaySpec, dir, backendSocket, gateway string, tools map[string]string) (*relay, error) {
 	r := &relay{relaySpec: spec, socket: filepath.Join(dir, spec.name+".sock")}
 	var err error
-	switch spec.name {
-	case "direct":
+	switch {
+	case spec.name == "direct":
 		r.socket = backendSocket
-	case "passthrough", "full":
+	case spec.features != "":
 		err = r.startGateway(dir, backendSocket, gateway)
-	case "haproxy":
+	case spec.name == "haproxy":
 		if tools["haproxy"] == "" {
 			r.missing = "not installed"
 			return r, nil
@@ -113,14 +129,14 @@ func startRelay(ctx context.Context, spec relaySpec, dir, backendSocket, gateway
 		if err = os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, r.socket, backendSocket), 0o600); err == nil {
 			r.proc, err = startProcess(dir, spec.name, nil, tools["haproxy"], "-db", "-f", cfg)
 		}
-	case "floor":
+	case spec.name == "floor":
 		var self string
 		if self, err = os.Executable(); err == nil {
 			// The gateway's own GC defaults (cmd/csi-gateway/gc.go), so that the two compare.
 			env := []string{floorEnv + "=" + r.socket + " " + backendSocket, "GOGC=400", "GOMEMLIMIT=48MiB"}
 			r.proc, err = startProcess(dir, spec.name, env, self)
 		}
-	case "socat":
+	case spec.name == "socat":
 		if tools["socat"] == "" {
 			r.missing = "not installed"
 			return r, nil
@@ -152,15 +168,15 @@ func (r *relay) startGateway(dir, backendSocket, gateway string) error {
 		return err
 	}
 	r.admin = admin
-	features := passthroughFeatures
-	if r.name == "full" {
+	features := r.features
+	if r.traced() {
 		if r.collector, err = startSpanCollector(); err != nil {
 			return err
 		}
-		features = fmt.Sprintf(fullFeatures, r.collector.addr)
+		features = fmt.Sprintf(r.features, r.collector.addr)
 	}
 	cfg := filepath.Join(dir, r.name+".yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, gatewayConfig+features, r.socket, backendSocket, admin), 0o600); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, gatewayConfig+features, r.socket, backendSocket, admin, r.transport), 0o600); err != nil {
 		return err
 	}
 	r.proc, err = startProcess(dir, r.name, nil, gateway, "serve", "--config", cfg)

@@ -25,6 +25,7 @@ func writeReport(w io.Writer, res *results) error {
 	writeMachine(p, res.machine)
 	writeMethod(p, res)
 	writeResults(p, res)
+	writeTransports(p, res)
 	writeRelays(p, res)
 	writeSoak(p, res)
 	writeRedaction(p, res)
@@ -91,7 +92,7 @@ func writeMethod(p *printer, res *results) {
 	p.line("- RSS is VmRSS (idle: after start and one Probe) and VmHWM (peak, at the end of the run),")
 	p.line("  summed over the relay's process tree. Ready is the time from exec to the first Probe answered")
 	p.line("  on the relay's socket (polled every millisecond with a new connection).")
-	p.line("- Tracing in (c): spans go as in production, batched over OTLP/gRPC, to a collector the bench")
+	p.line("- Tracing in (c) and (h): spans go as in production, batched over OTLP/gRPC, to a collector the bench")
 	p.line("  runs on loopback (it counts them and keeps none; its CPU is the bench's, not the relay's).")
 	p.line("  The gateway pays protobuf encoding and the export calls, which an in-memory exporter would not.")
 	if pr.soak > 0 {
@@ -125,10 +126,7 @@ func writeResults(p *printer, res *results) {
 		cpu, allocs := "—", "—"
 		if c.relay != "direct" {
 			cpu = fmt.Sprintf("%.1f", c.cpuPerCall())
-			allocs = "n/a"
-			if c.mallocs >= 0 && c.calls > 0 {
-				allocs = fmt.Sprintf("%.0f", c.mallocs/float64(c.calls))
-			}
+			allocs = c.allocsPerCall()
 		}
 		p.line("| %s | %d | (%s) %s | %s | %s | %.0f | %s | %s | %s | %s | %d |", c.workload, c.concurrency,
 			relayKey(c.relay), c.relay, latency(c.p50), latency(c.p99), c.callsPerSecond, ratio, added, cpu, allocs, c.errors)
@@ -161,7 +159,7 @@ func writeRelays(p *printer, res *results) {
 			p.line("| %s | — | — | — | no process |", name)
 		default:
 			var notes []string
-			if r.name == "full" {
+			if r.traced() {
 				notes = append(notes, fmt.Sprintf("%d spans exported, %.1f MiB of logs", r.spans, float64(r.logBytes)/(1<<20)))
 			}
 			p.line("| %s | %s | %s | %s | %s |", name, millis(r.ready), mib(r.rssIdle), mib(r.rssPeak), strings.Join(notes, "; "))

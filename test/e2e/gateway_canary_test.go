@@ -68,7 +68,12 @@ var secretRPCs = []string{
 // backend), and a third round pads that echo so a canary straddles the 1 KiB bound of error
 // messages. Secrets must reach the driver intact and appear in no log line, no error the
 // caller gets, and no output of `csi-gateway call`; the debug log must still log the calls.
-func TestGatewayCanary(t *testing.T) {
+// It runs on both of the gateway's transports. TestGatewayCanaryForms does the same for
+// secrets whose bytes a backend reformats (a trailing newline, a CRLF, a tab, a PEM key),
+// through a grpc driver and a rest appliance.
+func TestGatewayCanary(t *testing.T) { onEachTransport(t, testGatewayCanary) }
+
+func testGatewayCanary(t *testing.T, transport string) {
 	began := time.Now()
 	methods := secretBearingMethods()
 	if !slices.Equal(methods, slices.Sorted(slices.Values(secretRPCs))) {
@@ -113,7 +118,7 @@ func TestGatewayCanary(t *testing.T) {
 		}
 		return nil
 	})
-	gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
+	gw := startGatewayWith(t, dir, "transport: "+transport+"\n"+noValidation+fmt.Sprintf(`backends:
   driver: {type: grpc, target: %q}
 routes:
   - {methods: ["*"], backend: driver}

@@ -234,6 +234,14 @@ func startGatewayWith(t *testing.T, dir, body string) *gatewayProc {
 	return &gatewayProc{Process: p, Endpoint: "unix://" + sock, Socket: sock, Conn: conn}
 }
 
+// onEachTransport runs test once on each of the gateway's transports (its `transport` key),
+// as the subtests "grpc" (the default) and "frames".
+func onEachTransport(t *testing.T, test func(t *testing.T, transport string)) {
+	for _, transport := range []string{"grpc", "frames"} {
+		t.Run(transport, func(t *testing.T) { test(t, transport) })
+	}
+}
+
 // waitOutput waits until the process's output contains want (log lines reach the test
 // through a pipe, a moment after the call they describe has been answered).
 func waitOutput(t *testing.T, p *testutil.Process, want string, timeout time.Duration) {

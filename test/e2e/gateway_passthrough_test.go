@@ -49,12 +49,8 @@ var ptFrames = []*csi.GetMetadataAllocatedResponse{
 // a vendor service) with their statuses, request and response bytes including fields of a
 // newer spec, metadata both ways and the deadline, and server streams; and what it must
 // change: unrouted methods and the CSI spec's idempotent deletes. It runs on both of the
-// gateway's transports (every other test runs on the default, frames).
-func TestGatewayPassthrough(t *testing.T) {
-	for _, transport := range []string{"frames", "grpc"} {
-		t.Run(transport, func(t *testing.T) { testGatewayPassthrough(t, transport) })
-	}
-}
+// gateway's transports.
+func TestGatewayPassthrough(t *testing.T) { onEachTransport(t, testGatewayPassthrough) }
 
 func testGatewayPassthrough(t *testing.T, transport string) {
 	began := time.Now()

@@ -12,7 +12,9 @@ import (
 
 // TestGatewaySanity runs csi-sanity through the real gateway binary on each backend path —
 // the embedded appliance in-process, the appliance over REST, the appliance over gRPC — with
-// filesystem and with block volumes: each must pass what the appliance passes directly.
+// filesystem and with block volumes: each must pass what the appliance passes directly. Every
+// variant runs on the default transport, grpc-go; grpc-mount-frames runs the gRPC path, whose
+// listener and backend client both change with the transport, on frames.
 func TestGatewaySanity(t *testing.T) {
 	var variants []string
 	for _, path := range []string{"embedded", "rest", "grpc"} {
@@ -20,14 +22,16 @@ func TestGatewaySanity(t *testing.T) {
 			variants = append(variants, path+"-"+access)
 		}
 	}
+	variants = append(variants, "grpc-mount-frames")
 	testutil.SanityVariants(t, variants, func(t *testing.T, variant string) {
 		if os.Geteuid() != 0 {
 			t.Skip("csi-sanity's node specs mount volumes: run the tests as root")
 		}
-		path, access, _ := strings.Cut(variant, "-")
+		path, rest, _ := strings.Cut(variant, "-")
+		access, transport, _ := strings.Cut(rest, "-")
 		dir := t.TempDir()
 		admin := freeLoopbackAddr(t)
-		gateway := startGateway(t, dir, path, admin)
+		gateway := startGateway(t, dir, path, transport, admin)
 
 		testutil.RunSanity(t, testutil.ApplianceSanityConfig(dir, gateway, access))
 		checkSanityMetrics(t, "http://"+admin+"/metrics")
@@ -61,9 +65,9 @@ func checkSanityMetrics(t *testing.T, url string) {
 }
 
 // startGateway starts the gateway binary in front of the appliance reached by path
-// ("embedded", "rest" or "grpc"), with its admin endpoints on admin, and returns the
-// gateway's endpoint once it answers.
-func startGateway(t *testing.T, dir, path, admin string) string {
+// ("embedded", "rest" or "grpc"), on transport (empty: the default), with its admin endpoints
+// on admin, and returns the gateway's endpoint once it answers.
+func startGateway(t *testing.T, dir, path, transport, admin string) string {
 	t.Helper()
 	data := filepath.Join(dir, "data")
 	var backend string
@@ -86,6 +90,9 @@ func startGateway(t *testing.T, dir, path, admin string) string {
 	config := filepath.Join(dir, "gateway.yaml")
 	yaml := fmt.Sprintf("listeners:\n  - endpoint: %s\nbackends:\n  appliance: %s\nroutes:\n  - {methods: [\"*\"], backend: appliance}\n"+
 		"admin: {listen: %q, driverName: embedded.csi-gateway.io}\n", endpoint, backend, admin)
+	if transport != "" {
+		yaml += "transport: " + transport + "\n"
+	}
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

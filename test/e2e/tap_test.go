@@ -9,6 +9,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,38 +38,7 @@ routes:
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	tap := exec.CommandContext(ctx, testutil.Binary(t), "tap", "--admin", admin, "--count", "3", "--output", "json")
-	var stdout bytes.Buffer
-	tap.Stdout = &stdout
-	stderrPipe, err := tap.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tap.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// tap says on stderr when it is subscribed; calls that end before would not be in it.
-	connected := make(chan struct{})
-	stderrDone := make(chan string)
-	go func() {
-		var all strings.Builder
-		lines := bufio.NewScanner(stderrPipe)
-		for lines.Scan() {
-			all.WriteString(lines.Text() + "\n")
-			if strings.Contains(lines.Text(), "streaming the calls") {
-				close(connected)
-			}
-		}
-		stderrDone <- all.String()
-	}()
-	select {
-	case <-connected:
-	case stderr := <-stderrDone:
-		tap.Wait()
-		t.Fatalf("csi-gateway tap ended before it was subscribed:\n%s", stderr)
-	case <-ctx.Done():
-		t.Fatal("csi-gateway tap did not subscribe within 60s")
-	}
+	tapped := startTap(ctx, t, admin, 3)
 
 	secrets := map[string]string{"password": tapCanary}
 	ctl := csi.NewControllerClient(gw.Conn)
@@ -85,11 +55,7 @@ routes:
 	_, err = ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: volumeID, Secrets: secrets})
 	checkStatus(t, "DeleteVolume", err, codes.OK)
 
-	stderr := <-stderrDone
-	if err := tap.Wait(); err != nil {
-		t.Fatalf("csi-gateway tap: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, stderr)
-	}
-	out := stdout.String()
+	out, stderr := tapped()
 	if strings.Contains(out+stderr, tapCanary) {
 		t.Errorf("the secret sent in the calls is in the tap's output:\n%s%s", out, stderr)
 	}
@@ -116,6 +82,54 @@ routes:
 		if got.Method != w.Method || got.Code != w.Code || got.Backend != w.Backend || fmt.Sprint(got.IDs) != fmt.Sprint(w.IDs) {
 			t.Errorf("line %d: %+v, want %+v\n%s", i+1, got, w, line)
 		}
+	}
+}
+
+// startTap runs `csi-gateway tap --output json` against the gateway's admin address until it
+// has printed count calls, and returns once it is subscribed (calls that end before would
+// not be in it). The returned function waits for it to end and returns its stdout and
+// stderr; the test fails if it cannot subscribe or fails.
+func startTap(ctx context.Context, t *testing.T, admin string, count int) func() (stdout, stderr string) {
+	t.Helper()
+	tap := exec.CommandContext(ctx, testutil.Binary(t), "tap", "--admin", admin, "--count", strconv.Itoa(count), "--output", "json")
+	var out bytes.Buffer
+	tap.Stdout = &out
+	stderrPipe, err := tap.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tap.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// tap says on stderr when it is subscribed.
+	connected := make(chan struct{})
+	stderrDone := make(chan string, 1)
+	go func() {
+		var all strings.Builder
+		lines := bufio.NewScanner(stderrPipe)
+		for lines.Scan() {
+			all.WriteString(lines.Text() + "\n")
+			if strings.Contains(lines.Text(), "streaming the calls") {
+				close(connected)
+			}
+		}
+		stderrDone <- all.String()
+	}()
+	select {
+	case <-connected:
+	case stderr := <-stderrDone:
+		tap.Wait()
+		t.Fatalf("csi-gateway tap ended before it was subscribed:\n%s", stderr)
+	case <-ctx.Done():
+		t.Fatal("csi-gateway tap did not subscribe in time")
+	}
+	return func() (string, string) {
+		t.Helper()
+		stderr := <-stderrDone
+		if err := tap.Wait(); err != nil {
+			t.Fatalf("csi-gateway tap: %v\nstdout:\n%s\nstderr:\n%s", err, &out, stderr)
+		}
+		return out.String(), stderr
 	}
 }
 

@@ -105,7 +105,7 @@ func (b *Backend) send(ctx context.Context, r request, tok string, out any) (ans
 		}
 		a.cause = err
 		return a, b.errorf(backends.ClassUnavailable, r.rpc, "%s %s: cannot reach the CSP at %s: %s",
-			r.method, a.path, b.cfg.URL, rest.Clean(err.Error(), 256))
+			r.method, a.path, b.cfg.URL, rest.Clean(err.Error(), maxSaid))
 	}
 	defer resp.Body.Close()
 	a.status, a.contentType, a.resp = resp.StatusCode, resp.Header.Get("Content-Type"), resp
@@ -114,12 +114,12 @@ func (b *Backend) send(ctx context.Context, r request, tok string, out any) (ans
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return a, b.contextError(r.rpc, ctxErr)
 		}
-		return a, b.errorf(backends.ClassUnavailable, r.rpc, "%s %s: the answer broke off: %s", r.method, a.path, rest.Clean(err.Error(), 256))
+		return a, b.errorf(backends.ClassUnavailable, r.rpc, "%s %s: the answer broke off: %s", r.method, a.path, rest.Clean(err.Error(), maxSaid))
 	}
 	if a.status/100 == 2 && out != nil && a.status != http.StatusNoContent {
 		if err := json.Unmarshal(a.body, out); err != nil {
 			return a, b.errorf(backends.ClassInternal, r.rpc, "%s %s answered %d with a body that is not the JSON expected: %s",
-				r.method, a.path, a.status, rest.Clean(err.Error(), 256))
+				r.method, a.path, a.status, rest.Clean(err.Error(), maxSaid))
 		}
 	}
 	return a, nil
