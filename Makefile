@@ -9,6 +9,9 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 RUN_DIR   := $(CURDIR)/.run
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
 TEST_FLAGS ?=
+# h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
+# into .tools when missing or when go.mod changes; test/attack runs it on both transports.
+H2SPEC    := $(CURDIR)/.tools/bin/h2spec
 
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
@@ -31,7 +34,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/csi-gateway (static)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
 
 run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data)
 	@mkdir -p $(RUN_DIR)
@@ -49,14 +52,17 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 # tests by CSIGW_ETCD. A separate binary rather than etcd's server/v3/embed in the test
 # binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
 # processes of its own, which the tests kill like crashes, not under the race detector.
-test: test-deps lint ## run every test (race detector on; mount tests need root), then a short fuzz run
+test: test-deps lint $(H2SPEC) ## run every test (race detector on; mount tests need root; h2spec on both transports; a real etcd), then a short fuzz run
 	@$(E2E_COMPONENTS) etcd-ledger
-	CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+	H2SPEC=$(H2SPEC) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; done
+
+$(H2SPEC): go.mod go.sum
+	$(GO) build -o $@ github.com/summerwind/h2spec/cmd/h2spec
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)

@@ -2,14 +2,17 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/csi-gateway/csi-gateway/proxy"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
@@ -52,6 +55,24 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if c.Logging.Level != "info" || c.Logging.Format != "json" || c.Shutdown.Grace != 30*time.Second {
 		t.Errorf("logging %+v, shutdown %+v", c.Logging, c.Shutdown)
+	}
+	if c.Limits != proxy.DefaultTransportLimits {
+		t.Errorf("limits %+v, want the defaults %+v", c.Limits, proxy.DefaultTransportLimits)
+	}
+}
+
+// TestConfigLimits: the limits keys are read from the file and from CSIGW_LIMITS_*, the
+// others keep their defaults.
+func TestConfigLimits(t *testing.T) {
+	c, err := loadFrom(t, "limits: {maxConcurrentStreams: 50, firstMessageTimeout: 2s}", nil,
+		map[string]string{"CSIGW_LIMITS_MAXCONNECTIONS": "16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proxy.DefaultTransportLimits
+	want.MaxConcurrentStreams, want.FirstMessageTimeout, want.MaxConnections = 50, 2*time.Second, 16
+	if c.Limits != want {
+		t.Errorf("limits %+v, want %+v", c.Limits, want)
 	}
 }
 
@@ -183,6 +204,12 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"no routes", "backends: {a: {type: grpc, target: unix:///x.sock}}", nil, "routes"},
 		{"bad log level", "logging: {level: loud}", nil, "logging.level"},
 		{"bad transport", "transport: http2", nil, `transport: "http2" is not frames or grpc`},
+		{"frame size below HTTP/2's", "limits: {maxFrameSize: 1024}", nil, "limits.maxFrameSize: 1024 is not between 16384 and 16777215"},
+		{"frame size grpc-go cannot read", "transport: grpc\nlimits: {maxFrameSize: 65536}", nil, "limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most"},
+		{"tiny header list", "limits: {maxHeaderListSize: 512}", nil, "limits.maxHeaderListSize: 512 is below 4096"},
+		{"negative connections", "limits: {maxConnections: -1}", nil, "limits.maxConnections: -1 is negative"},
+		{"negative write timeout from env", "", map[string]string{"CSIGW_LIMITS_WRITETIMEOUT": "-1s"}, "limits.writeTimeout: -1s is negative"},
+		{"unknown limit", "limits: {maxStreams: 5}", nil, "maxstreams"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "/no/scheme.sock"}, "listeners[0].endpoint"},
 		{"tenant not declared", "listeners: [{endpoint: unix:///tmp/a.sock, tenant: blue}]\ntenancy: {ledger: /t.db, tenants: [{name: green}]}", nil, `listeners[0].tenant: tenant "blue" is not in tenancy.tenants`},
@@ -248,6 +275,48 @@ tenancy:
 	}
 	if c.Listeners[1].Tenant != "cluster-b" {
 		t.Errorf("listeners[1].tenant: %q", c.Listeners[1].Tenant)
+	}
+}
+
+// TestConfigDocLimits keeps the limits table of docs/configuration.md and the code together:
+// every key of proxy.TransportLimits is documented, with its default.
+func TestConfigDocLimits(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## `limits`")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !ok {
+		t.Fatal("docs/configuration.md has no limits section")
+	}
+	documented := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) > 3 && strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			documented[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.Trim(strings.TrimSpace(cells[2]), "`")
+		}
+	}
+	d := reflect.ValueOf(proxy.DefaultTransportLimits)
+	for i := range d.NumField() {
+		key := d.Type().Field(i).Tag.Get("mapstructure")
+		text, ok := documented[key]
+		if !ok {
+			t.Errorf("limits.%s is not in docs/configuration.md", key)
+			continue
+		}
+		want := fmt.Sprint(d.Field(i).Interface())
+		if v, ok := d.Field(i).Interface().(time.Duration); ok {
+			if got, err := time.ParseDuration(text); err == nil && got == v {
+				want = text // the doc's spelling of the same duration
+			}
+		}
+		if text != want {
+			t.Errorf("limits.%s: documented default %q, the code's %s", key, text, want)
+		}
+	}
+	if len(documented) != d.NumField() {
+		t.Errorf("documented keys %v, the code has %d", documented, d.NumField())
 	}
 }
 

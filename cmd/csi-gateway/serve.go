@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/propagation"
@@ -48,20 +49,22 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 			if err != nil {
 				return err
 			}
-			tuneGC(os.Getenv)
-			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+			gc := tuneGC(os.Getenv, memlimit.FromCgroup)
+			return serve(cmd.Context(), cfg, gc, cmd.ErrOrStderr())
 		},
 	}
 	bindServeFlags(cmd.Flags())
 	return cmd
 }
 
-// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace.
-func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
+// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace; gc is what
+// tuneGC applied, logged first.
+func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error {
 	log, err := configLogger(cfg.Logging, stderr)
 	if err != nil {
 		return err
 	}
+	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", gc.LogAttrs()...)
 	tp, prop, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err
@@ -121,7 +124,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation, Tenancy: ledger, Transport: transport,
+		Validation: validation, Tenancy: ledger, Transport: transport, Limits: cfg.Limits,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
@@ -293,7 +296,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, embedded.Config{
-			DataDir: b.DataDir, DriverName: b.DriverName, NodeID: b.NodeID,
+			DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
 			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
 		}, log)
 		if err != nil {
