@@ -72,6 +72,9 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		return nil, nil, err
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, s.fail(err)
+		}
 		lease, err := s.currentLease(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -105,7 +108,8 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		if held != nil || err != nil {
 			return nil, held, err
 		}
-		// The conflicting keys went between the compare and the read: try again.
+		// The compare failed, so the read (in the same transaction) holds a conflicting
+		// key; should it not, nothing holds the object any more: try again.
 	}
 }
 
