@@ -473,7 +473,7 @@ func rapidReset(t *testing.T, g *gateway) (string, error) {
 		}
 	}
 	if err == nil {
-		err = rc.flush()
+		_ = rc.flush() // a gateway that ended the connection refuses it: what it answered is read below
 	}
 	ok := rc.waitFor(attackDeadline, func(a *answers) bool { return a.connEnded() || a.refusedStreams() > 0 })
 	a := rc.answers()
@@ -505,7 +505,7 @@ func pingFlood(t *testing.T, g *gateway) (string, error) {
 		}
 	}
 	if err == nil {
-		err = rc.flush()
+		_ = rc.flush() // a gateway that ended the connection refuses it: what it answered is read below
 	}
 	ok := rc.waitFor(attackDeadline, (*answers).connEnded)
 	a := rc.answers()
