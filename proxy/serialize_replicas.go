@@ -14,6 +14,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // lockAcrossReplicas takes the tenancy store's lock of a tenant's serialized operation's object for
@@ -38,7 +39,7 @@ import (
 // Errors are final statuses (it sits outside canonicalize): ABORTED as above, UNAVAILABLE
 // naming the store when it cannot be reached, and the caller's DEADLINE_EXCEEDED or CANCELED
 // when it ends while waiting.
-func lockAcrossReplicas(ledger *tenancy.Ledger, m *Metrics, r *Redactor) Middleware {
+func lockAcrossReplicas(ledger *tenancy.Ledger, m *Metrics, r *redact.Redactor) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			tenant := auth.TenantFromContext(ctx)
@@ -74,7 +75,7 @@ func lockAcrossReplicas(ledger *tenancy.Ledger, m *Metrics, r *Redactor) Middlew
 // on every replica. Secrets are left out so that no digest of a secret reaches the store;
 // two requests differing only in their secrets are then taken as identical, which only makes
 // the second wait for the first instead of being refused.
-func requestIdentity(call *Call, r *Redactor) (string, error) {
+func requestIdentity(call *Call, r *redact.Redactor) (string, error) {
 	req, err := call.DecodedRequest()
 	if err != nil {
 		return "", err
@@ -91,7 +92,7 @@ func requestIdentity(call *Call, r *Redactor) (string, error) {
 }
 
 // lockRefused is the final status of an operation the store's lock refused.
-func lockRefused(ctx context.Context, call *Call, op *operation, err error, m *Metrics, r *Redactor) error {
+func lockRefused(ctx context.Context, call *Call, op *operation, err error, m *Metrics, r *redact.Redactor) error {
 	var held *tenancy.Held
 	switch {
 	case errors.As(err, &held):
