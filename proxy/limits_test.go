@@ -189,21 +189,9 @@ func TestStreamResetRate(t *testing.T) {
 				break // the gateway closed the connection
 			}
 		}
-		for {
-			f, err := c.Framer.ReadFrame()
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatal("1000 resets at once on a budget of 20: the connection stays open")
-			}
-			if err != nil {
-				break // closed: the GOAWAY may have been lost to the reset of unread data
-			}
-			if g, ok := f.(*http2.GoAwayFrame); ok {
-				if g.ErrCode != http2.ErrCodeEnhanceYourCalm || string(g.DebugData()) != "too_many_resets" {
-					t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_resets", g.ErrCode, g.DebugData())
-				}
-				break
-			}
+		g := c.Ended("1000 resets at once on a budget of 20")
+		if g != nil && (g.ErrCode != http2.ErrCodeEnhanceYourCalm || string(g.DebugData()) != "too_many_resets") {
+			t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_resets", g.ErrCode, g.DebugData())
 		}
 	})
 }
@@ -243,18 +231,8 @@ func TestFrameLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The connection ends (grpc-go closes it without a GOAWAY).
-		for {
-			f, err := c.Framer.ReadFrame()
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("a 16 MiB DATA header: the connection stays open")
-			}
-			if err != nil {
-				break
-			}
-			if ga, ok := f.(*http2.GoAwayFrame); ok && ga.ErrCode != http2.ErrCodeFrameSize {
-				t.Errorf("a 16 MiB DATA header: GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
-			}
+		if ga := c.Ended("a 16 MiB DATA header"); ga != nil && ga.ErrCode != http2.ErrCodeFrameSize {
+			t.Errorf("a 16 MiB DATA header: GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
 		}
 
 		c, _ = testutil.DialRawH2(t, "unix", ts.sock)

@@ -225,32 +225,25 @@ func (c *Conn) forget(id uint32) {
 
 // recheck notes whether s's answer is held back by its window now; call it with mu held.
 func (c *Conn) recheck(s *watchedStream) {
-	if c.cfg.WriteTimeout <= 0 {
-		return
-	}
-	held := s.answering && c.initWin+s.credit <= 0
-	switch {
-	case held && s.held.IsZero():
-		s.held = time.Now()
-		c.arm()
-	case !held:
-		s.held = time.Time{}
-	}
+	c.noteHeld(s.answering && c.initWin+s.credit <= 0, &s.held)
 }
 
 // recheckConn notes whether the connection's window holds back the answers started; call it
 // with mu held.
 func (c *Conn) recheckConn() {
-	if c.cfg.WriteTimeout <= 0 {
-		return
-	}
-	held := c.answering > 0 && c.connWin <= 0
+	c.noteHeld(c.answering > 0 && c.connWin <= 0, &c.connHeld)
+}
+
+// noteHeld starts a hold at now (and the stall timer) when held begins, and clears it when
+// held ends; call it with mu held.
+func (c *Conn) noteHeld(held bool, since *time.Time) {
 	switch {
-	case held && c.connHeld.IsZero():
-		c.connHeld = time.Now()
+	case c.cfg.WriteTimeout <= 0:
+	case held && since.IsZero():
+		*since = time.Now()
 		c.arm()
 	case !held:
-		c.connHeld = time.Time{}
+		*since = time.Time{}
 	}
 }
 
