@@ -7,7 +7,8 @@
 // redaction by schema and value scrubbing, the route table, readiness, the admin endpoints
 // (/metrics, /healthz, /readyz, /debug/tap), graceful shutdown, the admission of callers in
 // each listener's handshake and the listeners' hard limits (TransportLimits), the same on
-// both transports.
+// both transports (on grpc-go's with a call guard around the handler and an h2limit.Conn
+// under each connection).
 //
 // It owns no storage logic: every call is handed to a backend chosen by the route table, as
 // the raw bytes the caller sent.
