@@ -7,6 +7,8 @@ BIN       := bin/csi-gateway
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 RUN_DIR   := $(CURDIR)/.run
+# Tools the Makefile builds from tools/ (its own module, pinned in tools/go.mod) or installs.
+TOOLS     := $(CURDIR)/.tools
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
 TEST_FLAGS ?=
 
@@ -108,23 +110,42 @@ HELM_CHART  := deploy/helm/csi-gateway
 
 .PHONY: e2e deploy-lint
 
+# deploy-lint's schemas: the OpenAPI document of Kubernetes 1.31 and the CRDs of the
+# Prometheus Operator (ServiceMonitor, PodMonitor), both from the Go module cache.
+K8S_OPENAPI_MODULE   := k8s.io/kubernetes@v1.31.4
+PROM_OPERATOR_MODULE := github.com/prometheus-operator/prometheus-operator@v0.85.0
+# moddir MODULE@VERSION: the module's directory in the module cache (downloaded on first use).
+moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
+
 # The test builds its own csi-gateway binary from this tree (bin/ is left alone).
 e2e: ## Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
 	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
 	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
 
-deploy-lint: ## helm lint + template of every deployment, kustomize build of every overlay
-	@$(E2E_COMPONENTS) helm
-	@helm=$$($(E2E_COMPONENTS) --path helm); \
+$(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)
+	cd tools && $(GO) build -o $@ ./deploylint
+
+deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustomize overlay validated strictly against the Kubernetes 1.31 schemas
+	@$(E2E_COMPONENTS) helm cert-manager-crds
+	@cd tools && $(GO) test -count=1 ./deploylint
+	@helm=$$($(E2E_COMPONENTS) --path helm); d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; args=(); \
 	for v in "" $(HELM_CHART)/ci/*.yaml; do \
-	  echo "helm lint --strict, helm template: $${v:-default values}"; \
+	  name="helm template $${v:+-f ci/$${v##*/}}"; name=$${name% }; [ -n "$$v" ] || name="helm template (default values)"; \
+	  echo "helm lint --strict, $$name"; \
 	  out=$$($$helm lint --strict $(HELM_CHART) $${v:+-f $$v} 2>&1) || { echo "$$out"; exit 1; }; \
-	  $$helm template csi-gateway $(HELM_CHART) $${v:+-f $$v} >/dev/null || exit 1; \
-	done
-	@command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
-	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort); do \
-	  echo "kustomize build: $$k"; kubectl kustomize $$k >/dev/null || exit 1; \
-	done
+	  f=$$d/$${#args[@]}.yaml; $$helm template csi-gateway $(HELM_CHART) --namespace csi-gateway $${v:+-f $$v} >$$f || exit 1; \
+	  args+=("$$name=$$f"); \
+	done; \
+	command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
+	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $(CURDIR)/deploy/kubernetes/bridge $(CURDIR)/deploy/kubernetes/components/node-mounts >$$d/with-mounts/kustomization.yaml; \
+	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort) $$d/with-mounts; do \
+	  name="kustomize $$k"; [ "$$k" != $$d/with-mounts ] || name="kustomize deploy/kubernetes/bridge + components/node-mounts"; \
+	  f=$$d/$${#args[@]}.yaml; kubectl kustomize $$k >$$f || exit 1; args+=("$$name=$$f"); \
+	done; \
+	crds=$$(ls $$($(E2E_COMPONENTS) --path cert-manager-crds)/*.yaml | paste -sd,),$(call moddir,$(PROM_OPERATOR_MODULE))/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml,$(call moddir,$(PROM_OPERATOR_MODULE))/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml; \
+	start=$$(date +%s); \
+	$(TOOLS)/deploylint -openapi $(call moddir,$(K8S_OPENAPI_MODULE))/api/openapi-spec/swagger.json -crds $$crds "$${args[@]}" || exit 1; \
+	echo "deploy-lint: $${#args[@]} renderings validated strictly in $$(( $$(date +%s) - start ))s"
 	@if command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze verify: deploy/systemd/csi-gateway.service"; \
 	  d=$$(mktemp -d); sed 's#^ExecStart=/usr/local/bin/csi-gateway#ExecStart=/bin/true#' deploy/systemd/csi-gateway.service >$$d/csi-gateway.service; \
