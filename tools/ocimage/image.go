@@ -85,7 +85,7 @@ func build(o options) (string, error) {
 	// containerd names the image it imports by io.containerd.image.name; other tools read the
 	// OCI ref.name.
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         o.name,
+		"io.containerd.image.name":          o.name,
 		"org.opencontainers.image.ref.name": o.name,
 	})); err != nil {
 		return "", err
