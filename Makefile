@@ -27,7 +27,7 @@ FUZZTIME_SHORT ?= 2000x
 # How long minimizing a new interesting input may take: a count too.
 FUZZMINIMIZE   ?= 200x
 
-.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean
+.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean release release-binaries image licenses
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -97,7 +97,49 @@ fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
 clean: ## remove build output and .run
-	rm -rf bin $(RUN_DIR)
+	rm -rf bin dist $(RUN_DIR)
+
+# A release: static binaries for every platform of RELEASE_PLATFORMS, a CycloneDX SBOM of each,
+# the multi-platform container image as an OCI layout tar (no container engine, no registry:
+# tools/ocimage) and SHA256SUMS of them all, in dist/. The image's labels name the commit,
+# and its time stamps are the commit's (SOURCE_DATE_EPOCH), so a release is reproducible.
+DIST              := dist
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+IMAGE_REPO        ?= ghcr.io/csi-gateway/csi-gateway
+IMAGE_SOURCE      := https://github.com/csi-gateway/csi-gateway
+REVISION          := $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+
+release: $(TOOLS)/cyclonedx-gomod ## dist/: linux/amd64 and linux/arm64 binaries, their SBOMs, the container image, SHA256SUMS
+	@rm -rf $(DIST)
+	@$(MAKE) --no-print-directory image
+	@# From each binary's build information: exactly the modules linked in. GOPROXY=off: the
+	@# licences are read from the module cache, and the main module is not looked up anywhere.
+	@for p in $(RELEASE_PLATFORMS); do f=$(DIST)/csi-gateway-$${p%/*}-$${p#*/}; \
+	  GOPROXY=off $(TOOLS)/cyclonedx-gomod bin -json -licenses -std -noserial -version $(VERSION) -output $$f.cdx.json $$f 2>&1 \
+	    | grep -v 'csi-gateway/csi-gateway@\|std@'; [ -s $$f.cdx.json ] || exit 1; \
+	  echo "sbom $$f.cdx.json: $$(grep -c '"type": "library"' $$f.cdx.json) components"; \
+	done
+	@cd $(DIST) && sha256sum * >SHA256SUMS
+	@echo "$(DIST)/ ($(VERSION)):"; ls -l $(DIST) | tail -n +2
+
+release-binaries:
+	@mkdir -p $(DIST)
+	@for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; echo "build $(DIST)/csi-gateway-$$os-$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/csi-gateway-$$os-$$arch ./cmd/csi-gateway || exit 1; \
+	done
+
+image: release-binaries $(TOOLS)/ocimage ## dist/csi-gateway-image.tar: the multi-platform image (OCI layout), non-root, from scratch
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(TOOLS)/ocimage -out $(DIST)/csi-gateway-image.tar -name $(IMAGE_REPO):$(VERSION) \
+	  -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) \
+	  $(foreach p,$(RELEASE_PLATFORMS),$(p)=$(DIST)/csi-gateway-$(subst /,-,$(p)))
+
+$(TOOLS)/ocimage: tools/go.mod tools/go.sum $(wildcard tools/ocimage/*.go)
+	cd tools && $(GO) build -o $@ ./ocimage
+
+# Pinned by the tool directive of tools/go.mod.
+$(TOOLS)/cyclonedx-gomod: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $@ github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 # deploy/ and the end-to-end run against real orchestrators (test/orchestrators, its own
 # module). The orchestrators (etcd, kube-apiserver, kube-controller-manager, csi-provisioner,
