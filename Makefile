@@ -27,7 +27,7 @@ FUZZTIME_SHORT ?= 2000x
 # How long minimizing a new interesting input may take: a count too.
 FUZZMINIMIZE   ?= 200x
 
-.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean release release-binaries image licenses
+.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean release release-binaries image licenses licenses-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -89,9 +89,24 @@ bench: build ## measure the gateway against a direct connection, haproxy, socat 
 bench-micro: ## run every package's go test benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-lint: ## gofmt check and go vet
+lint: licenses-check ## gofmt check, go vet, THIRD_PARTY_NOTICES current
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd tools && $(GO) vet ./...
+
+# THIRD_PARTY_NOTICES: every module linked into the binary (on RELEASE_PLATFORMS), its licence
+# (only licences compatible with Apache-2.0 pass) and text. `make licenses` rewrites it after a
+# go.mod change; `make licenses-check` (in lint) fails while it is stale.
+NOTICES_FLAGS = -platforms $(subst $(eval) ,$(comma),$(RELEASE_PLATFORMS))
+comma := ,
+licenses: $(TOOLS)/notices ## regenerate THIRD_PARTY_NOTICES (after a go.mod change)
+	$(TOOLS)/notices $(NOTICES_FLAGS)
+
+licenses-check: $(TOOLS)/notices
+	@$(TOOLS)/notices -check $(NOTICES_FLAGS)
+
+$(TOOLS)/notices: tools/go.mod tools/go.sum $(wildcard tools/notices/*.go)
+	cd tools && $(GO) build -o $@ ./notices
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')

@@ -6,6 +6,7 @@ tool github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 require (
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/licensecheck v0.3.1
 	github.com/yannh/kubeconform v0.7.0
 	sigs.k8s.io/yaml v1.4.0
 )
