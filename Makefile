@@ -175,7 +175,7 @@ PROM_OPERATOR_MODULE := github.com/prometheus-operator/prometheus-operator@v0.85
 moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
 
 # The test builds its own csi-gateway binary from this tree (bin/ is left alone).
-e2e: ## Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
+e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
 	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
 	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
 
@@ -194,7 +194,7 @@ deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustom
 	  args+=("$$name=$$f"); \
 	done; \
 	command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
-	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $(CURDIR)/deploy/kubernetes/bridge $(CURDIR)/deploy/kubernetes/components/node-mounts >$$d/with-mounts/kustomization.yaml; \
+	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $$(realpath --relative-to=$$d/with-mounts deploy/kubernetes/bridge deploy/kubernetes/components/node-mounts) >$$d/with-mounts/kustomization.yaml; \
 	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort) $$d/with-mounts; do \
 	  name="kustomize $$k"; [ "$$k" != $$d/with-mounts ] || name="kustomize deploy/kubernetes/bridge + components/node-mounts"; \
 	  f=$$d/$${#args[@]}.yaml; kubectl kustomize $$k >$$f || exit 1; args+=("$$name=$$f"); \

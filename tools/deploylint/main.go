@@ -101,7 +101,9 @@ func lint(v validator.Validator, name string, r io.ReadCloser, w io.Writer) bool
 			what = sig.Kind + " " + sig.Name
 		}
 		if res.Err != nil {
-			fmt.Fprintf(w, "%s: %s: %v\n", name, what, res.Err)
+			// kubeconform words a schema violation as a formatting problem; it is not one.
+			msg := strings.TrimPrefix(res.Err.Error(), "problem validating schema. Check JSON formatting: ")
+			fmt.Fprintf(w, "%s: %s: %s\n", name, what, msg)
 		}
 		for _, e := range res.ValidationErrors {
 			fmt.Fprintf(w, "%s: %s: %s: %s\n", name, what, e.Path, e.Msg)
@@ -111,7 +113,7 @@ func lint(v validator.Validator, name string, r io.ReadCloser, w io.Writer) bool
 		fmt.Fprintf(w, "%s: no manifest validated\n", name)
 		ok = false
 	}
-	fmt.Fprintf(w, "%-58s %2d valid, %d invalid, %d errors, %d skipped\n", name+":",
+	fmt.Fprintf(w, "%-68s %3d valid, %d invalid, %d errors, %d skipped\n", name+":",
 		counts[validator.Valid], counts[validator.Invalid], counts[validator.Error], counts[validator.Skipped])
 	return ok
 }
