@@ -167,10 +167,10 @@ HELM_CHART  := deploy/helm/csi-gateway
 
 .PHONY: e2e deploy-lint
 
-# deploy-lint's schemas: the OpenAPI document of Kubernetes 1.31 and the CRDs of the
-# Prometheus Operator (ServiceMonitor, PodMonitor), both from the Go module cache.
+# deploy-lint's schemas: the OpenAPI document of Kubernetes 1.31 from the Go module cache, and
+# the CRDs of cert-manager and the Prometheus Operator (build-components.sh copies them from
+# their modules), so Certificates and PodMonitors are validated as strictly as the rest.
 K8S_OPENAPI_MODULE   := k8s.io/kubernetes@v1.31.4
-PROM_OPERATOR_MODULE := github.com/prometheus-operator/prometheus-operator@v0.85.0
 # moddir MODULE@VERSION: the module's directory in the module cache (downloaded on first use).
 moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
 
@@ -183,7 +183,7 @@ $(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)
 	cd tools && $(GO) build -o $@ ./deploylint
 
 deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustomize overlay validated strictly against the Kubernetes 1.31 schemas
-	@$(E2E_COMPONENTS) helm cert-manager-crds
+	@$(E2E_COMPONENTS) helm cert-manager-crds prometheus-operator-crds
 	@cd tools && $(GO) test -count=1 ./deploylint
 	@helm=$$($(E2E_COMPONENTS) --path helm); d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; args=(); \
 	for v in "" $(HELM_CHART)/ci/*.yaml; do \
@@ -199,7 +199,7 @@ deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustom
 	  name="kustomize $$k"; [ "$$k" != $$d/with-mounts ] || name="kustomize deploy/kubernetes/bridge + components/node-mounts"; \
 	  f=$$d/$${#args[@]}.yaml; kubectl kustomize $$k >$$f || exit 1; args+=("$$name=$$f"); \
 	done; \
-	crds=$$(ls $$($(E2E_COMPONENTS) --path cert-manager-crds)/*.yaml | paste -sd,),$(call moddir,$(PROM_OPERATOR_MODULE))/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml,$(call moddir,$(PROM_OPERATOR_MODULE))/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml; \
+	crds=$$(ls $$($(E2E_COMPONENTS) --path cert-manager-crds)/*.yaml $$($(E2E_COMPONENTS) --path prometheus-operator-crds)/*.yaml | paste -sd,); \
 	start=$$(date +%s); \
 	$(TOOLS)/deploylint -openapi $(call moddir,$(K8S_OPENAPI_MODULE))/api/openapi-spec/swagger.json -crds $$crds "$${args[@]}" || exit 1; \
 	echo "deploy-lint: $${#args[@]} renderings validated strictly in $$(( $$(date +%s) - start ))s"
