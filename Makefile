@@ -92,7 +92,6 @@ bench-micro: ## run every package's go test benchmarks
 lint: licenses-check ## gofmt check, go vet, THIRD_PARTY_NOTICES current
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd tools && $(GO) vet ./...
 
 # THIRD_PARTY_NOTICES: every module linked into the binary (on RELEASE_PLATFORMS), its licence
 # (only licences compatible with Apache-2.0 pass) and text. `make licenses` rewrites it after a
@@ -184,7 +183,7 @@ $(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)
 
 deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustomize overlay validated strictly against the Kubernetes 1.31 schemas
 	@$(E2E_COMPONENTS) helm cert-manager-crds prometheus-operator-crds
-	@cd tools && $(GO) test -count=1 ./deploylint
+	@cd tools && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@helm=$$($(E2E_COMPONENTS) --path helm); d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; args=(); \
 	for v in "" $(HELM_CHART)/ci/*.yaml; do \
 	  name="helm template $${v:+-f ci/$${v##*/}}"; name=$${name% }; [ -n "$$v" ] || name="helm template (default values)"; \
