@@ -123,6 +123,8 @@ IMAGE_REPO        ?= ghcr.io/csi-gateway/csi-gateway
 IMAGE_SOURCE      := https://github.com/csi-gateway/csi-gateway
 REVISION          := $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# Copied into the image for TLS to appliances whose CA is not pinned; none if absent.
+CA_BUNDLE         ?= /etc/ssl/certs/ca-certificates.crt
 
 release: $(TOOLS)/cyclonedx-gomod ## dist/: linux/amd64 and linux/arm64 binaries, their SBOMs, the container image, SHA256SUMS
 	@rm -rf $(DIST)
@@ -145,7 +147,7 @@ release-binaries:
 
 image: release-binaries $(TOOLS)/ocimage ## dist/csi-gateway-image.tar: the multi-platform image (OCI layout), non-root, from scratch
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(TOOLS)/ocimage -out $(DIST)/csi-gateway-image.tar -name $(IMAGE_REPO):$(VERSION) \
-	  -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) \
+	  -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) -ca-bundle '$(wildcard $(CA_BUNDLE))' \
 	  $(foreach p,$(RELEASE_PLATFORMS),$(p)=$(DIST)/csi-gateway-$(subst /,-,$(p)))
 
 $(TOOLS)/ocimage: tools/go.mod tools/go.sum $(wildcard tools/ocimage/*.go)
@@ -192,6 +194,9 @@ deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustom
 	  f=$$d/$${#args[@]}.yaml; $$helm template csi-gateway $(HELM_CHART) --namespace csi-gateway $${v:+-f $$v} >$$f || exit 1; \
 	  args+=("$$name=$$f"); \
 	done; \
+	echo "helm lint --strict with a misspelled value (controler.replicas) must fail"; \
+	if $$helm lint --strict $(HELM_CHART) --set controler.replicas=2 >/dev/null 2>&1; then \
+	  echo "deploy-lint: values.schema.json admitted a misspelled key"; exit 1; fi; \
 	command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
 	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $$(realpath --relative-to=$$d/with-mounts deploy/kubernetes/bridge deploy/kubernetes/components/node-mounts) >$$d/with-mounts/kustomization.yaml; \
 	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort) $$d/with-mounts; do \
