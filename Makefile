@@ -11,6 +11,9 @@ RUN_DIR   := $(CURDIR)/.run
 TOOLS     := $(CURDIR)/.tools
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
 TEST_FLAGS ?=
+# h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
+# into .tools when missing or when go.mod changes; test/attack runs it on both transports.
+H2SPEC    := $(CURDIR)/.tools/bin/h2spec
 
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
@@ -33,7 +36,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/csi-gateway (static)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
 
 run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data)
 	@mkdir -p $(RUN_DIR)
@@ -46,13 +49,22 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 	@echo "Stop with Ctrl-C."
 	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --log-format text
 
-test: test-deps lint ## run every test (race detector on; mount tests need root), then a short fuzz run
-	$(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+# The tenancy ledger's etcd tests start a real 3-member etcd: the pinned server, built once
+# from the module proxy into E2E_CACHE (about 80 s of CPU cold; nothing warm) and named to the
+# tests by CSIGW_ETCD. A separate binary rather than etcd's server/v3/embed in the test
+# binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
+# processes of its own, which the tests kill like crashes, not under the race detector.
+test: test-deps lint $(H2SPEC) ## run every test (race detector on; mount tests need root; h2spec on both transports; a real etcd), then a short fuzz run
+	@$(E2E_COMPONENTS) etcd-ledger
+	H2SPEC=$(H2SPEC) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg || exit 1; done
+
+$(H2SPEC): go.mod go.sum
+	$(GO) build -o $@ github.com/summerwind/h2spec/cmd/h2spec
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
@@ -142,7 +154,7 @@ release: $(TOOLS)/cyclonedx-gomod ## dist/: linux/amd64 and linux/arm64 binaries
 release-binaries:
 	@mkdir -p $(DIST)
 	@for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; echo "build $(DIST)/csi-gateway-$$os-$$arch"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/csi-gateway-$$os-$$arch ./cmd/csi-gateway || exit 1; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(DIST)/csi-gateway-$$os-$$arch ./cmd/csi-gateway || exit 1; \
 	done
 
 image: release-binaries $(TOOLS)/ocimage ## dist/csi-gateway-image.tar: the multi-platform image (OCI layout), non-root, from scratch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/credentials"
@@ -25,14 +26,15 @@ type PeerAuthInfo struct {
 // AuthType implements credentials.AuthInfo.
 func (PeerAuthInfo) AuthType() string { return "unix-peercred" }
 
-// ServerHandshake reads the peer's credentials. A connection that is not a Unix socket, or
-// whose credentials cannot be read, is refused: the listener fails closed.
+// ServerHandshake reads the peer's credentials. A connection that is not a Unix socket
+// (a *net.UnixConn, or a wrapper of one that is a syscall.Conn with a unix address), or whose
+// credentials cannot be read, is refused: the listener fails closed.
 func (UnixPeerCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
+	sc, ok := conn.(syscall.Conn)
+	if !ok || conn.LocalAddr().Network() != "unix" {
 		return nil, nil, fmt.Errorf("peer credentials need a Unix socket, got %T", conn)
 	}
-	raw, err := uc.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return nil, nil, err
 	}

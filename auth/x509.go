@@ -10,8 +10,8 @@ import (
 )
 
 // ErrUnauthenticated marks an authorizer's refusal of a caller whose identity could not be
-// established at all (rather than one that is known and not admitted); the gateway answers
-// it with UNAUTHENTICATED instead of PERMISSION_DENIED.
+// established at all (rather than one that is known and not admitted); the refusal the
+// gateway logs then starts with "unauthenticated".
 var ErrUnauthenticated = errors.New("unauthenticated")
 
 // X509Identity is the identity a verified client certificate carries: its spiffe:// URI SAN

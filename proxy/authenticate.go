@@ -2,53 +2,39 @@ package proxy
 
 import (
 	"context"
-	"errors"
+	"log/slog"
+	"net"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 )
-
-// authorizer decides whether an identity may call through a listener.
-type authorizer interface {
-	Authorize(auth.Identity) error
-}
 
 // identify returns the caller's identity as the listener's transport credentials
 // established it when the connection was accepted: Unix peer credentials, or the verified
 // client certificate of a TLS listener; "anonymous" when there is none.
 func identify(ctx context.Context) auth.Identity {
 	if p, ok := peer.FromContext(ctx); ok {
-		switch info := p.AuthInfo.(type) {
-		case auth.PeerAuthInfo:
-			return info.Identity
-		case credentials.TLSInfo:
-			if id, ok := auth.TLSIdentity(info); ok {
-				return id
-			}
-		}
+		return auth.IdentityOf(p.AuthInfo)
 	}
 	return auth.Identity{Kind: "anonymous"}
 }
 
-// authorize refuses callers the listener's authorizer does not admit, with
-// PERMISSION_DENIED and the authorizer's reason (UNAUTHENTICATED when the reason is that the
-// caller has no identity the authorizer can check, auth.ErrUnauthenticated). It runs after the log middleware so that
-// refused calls are logged too.
-func authorize(az authorizer) Middleware {
-	return func(next Handler) Handler {
-		return func(ctx context.Context, call *Call) error {
-			id, _ := auth.FromContext(ctx)
-			if err := az.Authorize(id); err != nil {
-				if errors.Is(err, auth.ErrUnauthenticated) {
-					return status.Errorf(codes.Unauthenticated, "csi-gateway: %v", err)
-				}
-				return status.Errorf(codes.PermissionDenied, "csi-gateway: %v", err)
-			}
-			return next(ctx, call)
-		}
+// admitting returns the credentials a listener serves with: the policy's (Unix peer
+// credentials when it has none) with its admission check, so that a caller the listener does
+// not admit (a uid not in allowUIDs/allowGIDs, a client certificate not in clients) is refused
+// in the handshake, before a byte of HTTP/2 is read from it. Each refusal is logged at warn
+// with the caller's identity, at most once a second per listener (a refused caller that
+// reconnects in a loop cannot fill the log; the next line counts those not logged).
+func (p ListenerPolicy) admitting(l net.Listener, log *slog.Logger) credentials.TransportCredentials {
+	var creds credentials.TransportCredentials = auth.UnixPeerCredentials{}
+	if p.Creds != nil {
+		creds = p.Creds
 	}
+	refusals := newRateLimitedLog(log, "listener", l.Addr().String())
+	return auth.AdmittingCredentials{TransportCredentials: creds, Admit: p.authorizer(),
+		Refused: func(id auth.Identity, err error) {
+			refusals.warn("caller refused at the handshake", "caller", id.String(), "reason", err.Error())
+		}}
 }

@@ -15,7 +15,9 @@ import (
 // every form: here flattened, as a rest backend would) from words it did not write, before it
 // transforms them, through backends.CallInfo: on a serialized call (CreateVolume, run as a
 // flight on a Call of its own) and on one that is not (ValidateVolumeCapabilities).
-func TestBackendGetsTheCallsScrubber(t *testing.T) { onEachTransport(t, testBackendGetsTheCallsScrubber) }
+func TestBackendGetsTheCallsScrubber(t *testing.T) {
+	onEachTransport(t, testBackendGetsTheCallsScrubber)
+}
 
 func testBackendGetsTheCallsScrubber(t *testing.T, tr Transport) {
 	const secret = "pw-with-newline-7c3e\n"

@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
 // tenancyCollector reports each tenant's volumes and bytes against its quotas, read from
-// the ledger at scrape time.
+// the ledger at scrape time (a ledger that cannot be read fails the tenants' gauges, not the
+// scrape).
 type tenancyCollector struct{ ledger *tenancy.Ledger }
 
 var (
@@ -36,7 +39,12 @@ func (c tenancyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c tenancyCollector) Collect(ch chan<- prometheus.Metric) {
-	for tenant, u := range c.ledger.Usage() {
+	usage, err := c.ledger.Usage(context.Background()) // bounded by the store's request timeout
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(tenantVolumesDesc, err)
+		return
+	}
+	for tenant, u := range usage {
 		ch <- prometheus.MustNewConstMetric(tenantVolumesDesc, prometheus.GaugeValue, float64(u.Volumes), tenant)
 		ch <- prometheus.MustNewConstMetric(tenantBytesDesc, prometheus.GaugeValue, float64(u.Bytes), tenant)
 		if u.Quota.MaxVolumes > 0 {

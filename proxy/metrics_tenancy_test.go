@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,7 +24,7 @@ func TestTenancyMetrics(t *testing.T) {
 	}
 	defer ledger.Close()
 	for _, v := range []struct{ id, tenant string }{{"vol-1", "blue"}, {"vol-2", "blue"}, {"vol-3", "green"}} {
-		if err := ledger.Record(tenancy.Volume, v.id, tenancy.Record{Tenant: v.tenant, Bytes: 64 << 20}); err != nil {
+		if err := ledger.Record(t.Context(), tenancy.Volume, v.id, tenancy.Record{Tenant: v.tenant, Bytes: 64 << 20}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,5 +49,42 @@ csigw_tenant_volumes{tenant="green"} 1
 	if err := promtest.GatherAndCompare(reg, strings.NewReader(want),
 		"csigw_tenant_volumes", "csigw_tenant_bytes", "csigw_tenant_quota_volumes", "csigw_tenant_quota_bytes"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTenancyMetricsWithoutEtcd: while the ledger's etcd cannot be reached, a scrape still
+// answers (within the store's request timeout) with every other metric; the tenants' gauges
+// are missing rather than wrong.
+func TestTenancyMetricsWithoutEtcd(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := l.Addr().String()
+	l.Close() // nothing listens there now
+	store, err := tenancy.OpenEtcd(tenancy.EtcdConfig{Endpoints: []string{nobody}, RequestTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger, err := tenancy.New(store, map[string]tenancy.Quota{"blue": {MaxVolumes: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	reg := prometheus.NewRegistry()
+	other := prometheus.NewGauge(prometheus.GaugeOpts{Name: "other_gauge", Help: "Another metric."})
+	other.Set(7)
+	reg.MustRegister(other)
+	m := NewMetrics("", reg)
+	m.WatchTenancy(ledger)
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK || !strings.Contains(body, "other_gauge 7") {
+		t.Errorf("scrape without etcd: %d\n%s", rec.Code, body)
+	}
+	if strings.Contains(body, "csigw_tenant_") {
+		t.Errorf("tenants' gauges without etcd:\n%s", body)
 	}
 }

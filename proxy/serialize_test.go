@@ -142,6 +142,8 @@ func startSerialHarness(t *testing.T, tr Transport, f backends.Backend) (*server
 	ts := startServerHarness(t, tr, Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "fake"}},
 		Backends: map[string]backends.Backend{"fake": f},
+		// A thousand identical calls in flight on the harness's one connection.
+		Limits: TransportLimits{MaxConcurrentStreams: 2000},
 	}, ListenerPolicy{}, slog.LevelInfo)
 	return ts, ts.srv.serializer()
 }

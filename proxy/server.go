@@ -49,9 +49,14 @@ type Options struct {
 	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
 	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
 	Tenancy *tenancy.Ledger
+	// Limits are the hard limits of every listener, on either transport (see TransportLimits); zero
+	// fields take the defaults.
+	Limits TransportLimits
 }
 
-// ListenerPolicy is what one listener admits.
+// ListenerPolicy is what one listener admits. Who may connect (AllowUIDs and AllowGIDs, or
+// Clients) is checked in the handshake; what an admitted caller may do (Methods, Tenant, a
+// client rule's tenant) is checked per call.
 type ListenerPolicy struct {
 	// Creds are the listener's transport credentials. Nil means a Unix socket: callers are
 	// identified by their peer credentials and checked against AllowUIDs and AllowGIDs.
@@ -71,7 +76,7 @@ type ListenerPolicy struct {
 }
 
 // authorizer returns what decides who may call through the listener.
-func (p ListenerPolicy) authorizer() authorizer {
+func (p ListenerPolicy) authorizer() auth.Authorizer {
 	if p.Creds == nil {
 		return auth.UIDAllowList{UIDs: p.AllowUIDs, GIDs: p.AllowGIDs}
 	}
@@ -113,12 +118,14 @@ func NewServer(o Options) (*Server, error) {
 
 // handler composes the middleware chain, in the one documented order:
 //
-//	recover → log → observe (tap) → annotate span → measure (metrics) → authorize → confine →
+//	recover → log → observe (tap) → annotate span → measure (metrics) → confine →
 //	deadline → validate → serialize → scope tenants → canonicalize → guard listings →
 //	dispatch (route → backend)
 //
-// The log, the observers, the span and the metrics sit outside authorize so refused calls are
-// seen too, and outside canonicalize so they record the code the caller actually gets.
+// Who may call at all is decided before the chain, in the listener's handshake (see
+// ListenerPolicy.admitting): a refused caller's connection never carries a call.
+// The log, the observers, the span and the metrics sit outside confine so calls it refuses
+// are seen too, and outside canonicalize so they record the code the caller actually gets.
 // Serialization sits outside tenant scoping so that identical calls of a tenant are joined
 // before tenancy takes a quota hold for them (see serializeCalls).
 // The server span itself comes from the OpenTelemetry stats handler in Options.StatsHandlers.
@@ -130,7 +137,6 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		observeCalls(s.opts.Observers),
 		annotateSpan(s.redactor),
 		s.opts.Metrics.Measure(),
-		authorize(p.authorizer()),
 		confine(p),
 		limitDeadlines(s.opts.Timeouts),
 		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
@@ -142,13 +148,12 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 }
 
 // Serve accepts calls on l until Shutdown, with p's transport credentials: without any, l
-// must be a Unix socket listener (peer credentials identify callers). It returns nil after
-// Shutdown.
+// must be a Unix socket listener (peer credentials identify callers). Callers p does not
+// admit are refused in the handshake; connections beyond Options.Limits.MaxConnections are
+// closed as soon as they are accepted. It returns nil after Shutdown.
 func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
-	var creds credentials.TransportCredentials = auth.UnixPeerCredentials{}
-	if p.Creds != nil {
-		creds = p.Creds
-	}
+	creds := p.admitting(l, s.opts.Log)
+	l = s.opts.Limits.limitConnections(l, s.opts.Log)
 	gs := s.newListenerServer(creds, s.streamHandler(s.handler(p)))
 	s.mu.Lock()
 	if s.closed {

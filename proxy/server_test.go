@@ -327,31 +327,32 @@ func testServerUnroutedMethod(t *testing.T, tr Transport) {
 	}
 }
 
+// TestServerListenerPolicy: a Unix caller whose uid and gid are not in the listener's lists
+// is refused in the handshake: its call fails UNAVAILABLE (the connection is closed), no call
+// reaches the chain or the backend, and the refusal is logged at warn with who it was.
 func TestServerListenerPolicy(t *testing.T) { onEachTransport(t, testServerListenerPolicy) }
 
 func testServerListenerPolicy(t *testing.T, tr Transport) {
 	uid, gid := uint32(os.Getuid()), uint32(os.Getgid())
-	denied := fmt.Sprintf("csi-gateway: uid %d (gid %d) is not in this listener's allowUIDs/allowGIDs", uid, gid)
+	denied := fmt.Sprintf("uid %d (gid %d) is not in this listener's allowUIDs/allowGIDs", uid, gid)
 	tests := []struct {
-		name    string
-		policy  ListenerPolicy
-		want    codes.Code
-		wantMsg string
+		name   string
+		policy ListenerPolicy
+		want   codes.Code
 	}{
-		{"no allow-list", ListenerPolicy{}, codes.OK, ""},
-		{"uid listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1, uid}}, codes.OK, ""},
-		{"gid listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1}, AllowGIDs: []uint32{gid}}, codes.OK, ""},
-		{"uid not listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1}}, codes.PermissionDenied, denied},
-		{"neither listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1}, AllowGIDs: []uint32{gid + 1}}, codes.PermissionDenied, denied},
+		{"no allow-list", ListenerPolicy{}, codes.OK},
+		{"uid listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1, uid}}, codes.OK},
+		{"gid listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1}, AllowGIDs: []uint32{gid}}, codes.OK},
+		{"uid not listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1}}, codes.Unavailable},
+		{"neither listed", ListenerPolicy{AllowUIDs: []uint32{uid + 1}, AllowGIDs: []uint32{gid + 1}}, codes.Unavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &serverFake{}
 			ts := startServerHarness(t, tr, serverFakeOptions(fake), tt.policy, slog.LevelInfo)
 			_, err := csi.NewIdentityClient(ts.conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
-			st := status.Convert(err)
-			if st.Code() != tt.want || st.Message() != tt.wantMsg {
-				t.Fatalf("got %v %q, want %v %q", st.Code(), st.Message(), tt.want, tt.wantMsg)
+			if st := status.Convert(err); st.Code() != tt.want {
+				t.Fatalf("got %v %q, want %v", st.Code(), st.Message(), tt.want)
 			}
 			wantCalls := 0
 			if tt.want == codes.OK {
@@ -360,10 +361,19 @@ func testServerListenerPolicy(t *testing.T, tr Transport) {
 			if n := len(fake.recorded()); n != wantCalls {
 				t.Errorf("backend called %d times, want %d", n, wantCalls)
 			}
-			// Refused calls are logged too, with the code the caller got.
-			lines := ts.log.lines(t, "call")
-			if len(lines) != 1 || lines[0]["code"] != tt.want.String() || lines[0]["caller"] != serverCaller() {
-				t.Errorf("log = %v, want one call line with code %v and caller %q", lines, tt.want, serverCaller())
+			if lines := ts.log.lines(t, "call"); len(lines) != wantCalls {
+				t.Errorf("call log lines: %v, want %d", lines, wantCalls)
+			}
+			refusals := ts.log.lines(t, "caller refused at the handshake")
+			if tt.want == codes.OK {
+				if len(refusals) != 0 {
+					t.Errorf("refusals logged: %v", refusals)
+				}
+				return
+			}
+			if len(refusals) == 0 || refusals[0]["level"] != "WARN" || refusals[0]["caller"] != serverCaller() ||
+				refusals[0]["reason"] != denied || refusals[0]["listener"] != ts.sock {
+				t.Errorf("refusal log: %v, want a warning naming %q, %q and the socket", refusals, serverCaller(), denied)
 			}
 		})
 	}

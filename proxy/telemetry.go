@@ -32,17 +32,14 @@ func TracingStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropag
 	return otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop))
 }
 
-// attrStatusCode is the code the caller got, on the server span. The csi.backend and
-// csi.attempt keys are shared with the backends' client spans (backends.AttrBackend,
-// backends.AttrAttempt).
-const attrStatusCode = attribute.Key("rpc.grpc.status_code")
-
 // annotateSpan sets, on the call's server span (made by TracingStatsHandler),
 // what the gateway learnt about the call when it ends: the IDs the request names
 // (csi.volume_id, csi.snapshot_id, csi.node_id, csi.name, ... as requestIDs finds them), the
-// backend (csi.backend) and how many attempts it took (csi.attempt), the gRPC status code
-// (rpc.grpc.status_code) and, on failure, the span status Error with the status message the
-// caller gets.
+// backend (csi.backend, a key shared with the backends' client spans: backends.AttrBackend)
+// and how many attempts it took (csi.attempt) and, on failure, the span status Error with the
+// status message the caller gets. The code the caller got is otelgrpc's
+// rpc.response.status_code (semantic conventions v1.43.0, like every rpc.* attribute of the
+// span): the gateway adds no rpc.* attribute of its own.
 //
 // It must run outside canonicalize: the message it records is the canonical one, bounded and
 // already scrubbed of the request's secret values. ID values are scrubbed too, and no payload
@@ -70,7 +67,6 @@ func annotateSpan(r *Redactor) Middleware {
 				attrs = append(attrs, backends.AttrBackend.String(call.Backend),
 					backends.AttrAttempt.Int(backends.CallInfoFrom(ctx).Attempts()))
 			}
-			attrs = append(attrs, attrStatusCode.Int(int(st.Code())))
 			span.SetAttributes(attrs...)
 			if err != nil {
 				span.SetStatus(otelcodes.Error, st.Message())

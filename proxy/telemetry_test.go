@@ -158,6 +158,22 @@ func checkAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
 	}
 }
 
+// oldRPCAttrs are rpc.* attributes of the semantic conventions v1.37.0 (otelgrpc emits them
+// only under OTEL_SEMCONV_STABILITY_OPT_IN=rpc/old or rpc/dup), which the gateway's spans must
+// not mix with v1.43.0's.
+var oldRPCAttrs = []attribute.Key{"rpc.system", "rpc.service", "rpc.grpc.status_code"}
+
+// checkNoAttrs checks that s has none of keys.
+func checkNoAttrs(t *testing.T, s sdktrace.ReadOnlySpan, keys ...attribute.Key) {
+	t.Helper()
+	got := spanAttrs(s)
+	for _, k := range keys {
+		if v, ok := got[k]; ok {
+			t.Errorf("span %q (%s) has %s = %s", s.Name(), s.SpanKind(), k, v.Emit())
+		}
+	}
+}
+
 // checkChild checks that child is a child of parent in the same trace.
 func checkChild(t *testing.T, parent, child sdktrace.ReadOnlySpan) {
 	t.Helper()
@@ -384,8 +400,10 @@ func testTraceThroughGRPCBackend(t *testing.T, tr Transport) {
 			t.Errorf("%s span named %q", s.SpanKind(), s.Name())
 		}
 	}
-	checkAttrs(t, gw, map[string]any{"csi.name": "pvc-traced", "csi.backend": "array", "csi.attempt": 1, "rpc.grpc.status_code": 0})
-	checkAttrs(t, cl, map[string]any{"csi.backend": "array", "csi.attempt": 1})
+	checkAttrs(t, gw, map[string]any{"csi.name": "pvc-traced", "csi.backend": "array", "csi.attempt": 1, "rpc.response.status_code": "OK", "rpc.system.name": "grpc", "rpc.method": "csi.v1.Controller/CreateVolume"})
+	checkAttrs(t, cl, map[string]any{"csi.backend": "array", "csi.attempt": 1, "rpc.response.status_code": "OK", "rpc.system.name": "grpc", "rpc.method": "csi.v1.Controller/CreateVolume"})
+	checkNoAttrs(t, gw, oldRPCAttrs...)
+	checkNoAttrs(t, cl, oldRPCAttrs...)
 	if gw.Status().Code != otelcodes.Unset || cl.Status().Code != otelcodes.Unset {
 		t.Errorf("statuses of a call that succeeded: server %v, client %v", gw.Status(), cl.Status())
 	}
@@ -432,7 +450,7 @@ func testTraceThroughRESTBackend(t *testing.T, tr Transport) {
 	}
 	spans := rig.waitSpans(t, 5)
 	gw := oneSpan(t, spans, tracing.DefaultServiceName, trace.SpanKindServer)
-	checkAttrs(t, gw, map[string]any{"csi.name": "pvc-rest", "csi.backend": "array", "csi.attempt": 2, "rpc.grpc.status_code": 0})
+	checkAttrs(t, gw, map[string]any{"csi.name": "pvc-rest", "csi.backend": "array", "csi.attempt": 2, "rpc.response.status_code": "OK", "rpc.system.name": "grpc", "rpc.method": "csi.v1.Controller/CreateVolume"})
 	attempts := spansOf(spans, tracing.DefaultServiceName, trace.SpanKindClient)
 	served := spansOf(spans, "appliance", trace.SpanKindServer)
 	if len(attempts) != 2 || len(served) != 2 {
@@ -445,7 +463,13 @@ func testTraceThroughRESTBackend(t *testing.T, tr Transport) {
 		if s.Name() != "POST /csi.v1.Controller/CreateVolume" {
 			t.Errorf("attempt span named %q", s.Name())
 		}
-		checkAttrs(t, s, map[string]any{"csi.backend": "array", "csi.attempt": i + 1, "http.response.status_code": []int{503, 200}[i]})
+		checkAttrs(t, s, map[string]any{"csi.backend": "array", "csi.attempt": i + 1, "http.response.status_code": []int{503, 200}[i],
+			"http.request.method": "POST", "url.full": appl.URL + "/csi.v1.Controller/CreateVolume"})
+		if i == 0 {
+			checkNoAttrs(t, s, "http.request.resend_count")
+		} else {
+			checkAttrs(t, s, map[string]any{"http.request.resend_count": i})
+		}
 		if len(seen) != 2 || seen[i] != traceparentOf(s) {
 			t.Errorf("attempt %d: the appliance got traceparents %q, want #%d to be %s", i+1, seen, i+1, traceparentOf(s))
 		}
@@ -531,7 +555,7 @@ func testTracesCarryNoSecrets(t *testing.T, tr Transport) {
 			if !strings.Contains(s.Status().Description, "the password "+ScrubbedValue+" is wrong") {
 				t.Errorf("server span status %q, want the scrubbed message", s.Status().Description)
 			}
-			checkAttrs(t, s, map[string]any{"rpc.grpc.status_code": int(codes.Internal)})
+			checkAttrs(t, s, map[string]any{"rpc.response.status_code": "INTERNAL"})
 		}
 	}
 	if named != 2 {

@@ -84,7 +84,7 @@ func scopeTenants(ledger *tenancy.Ledger, methods methodTable) Middleware {
 // carry no references and stream through unchanged.
 func scopeStream(ctx context.Context, ledger *tenancy.Ledger, tenant string, call *Call, req proto.Message, next Handler) error {
 	scoped := proto.Clone(req)
-	if err := ledger.ScopeRequest(tenant, call.Method, scoped); err != nil {
+	if err := ledger.ScopeRequest(ctx, tenant, call.Method, scoped); err != nil {
 		return err
 	}
 	b, err := proto.Marshal(scoped)

@@ -94,6 +94,16 @@ func openLedger(t *testing.T, path string, quotas map[string]tenancy.Quota, opts
 	return ledger
 }
 
+// usageOf returns a tenant's usage in ledger, failing the test when it cannot be read.
+func usageOf(t *testing.T, ledger *tenancy.Ledger, tenant string) tenancy.Usage {
+	t.Helper()
+	usage, err := ledger.Usage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return usage[tenant]
+}
+
 // openEmbedded opens the reference appliance in a fresh directory, closed at the end of the
 // test.
 func openEmbedded(t *testing.T) *embedded.Backend {
@@ -145,7 +155,7 @@ func testTenantStreamScoped(t *testing.T, tr Transport) {
 
 	ledger := openLedger(t, filepath.Join(dir, "tenancy.db"), map[string]tenancy.Quota{"blue": {}, "green": {}})
 	for snap, tenant := range map[string]string{"snap-blue": "blue", "snap-green": "green"} {
-		if err := ledger.Record(tenancy.Snapshot, snap, tenancy.Record{Tenant: tenant}); err != nil {
+		if err := ledger.Record(t.Context(), tenancy.Snapshot, snap, tenancy.Record{Tenant: tenant}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -315,7 +325,7 @@ func testTenantIdenticalCallsJoinBeforeQuota(t *testing.T, tr Transport) {
 			if err != nil || len(list.GetEntries()) != 1 {
 				t.Errorf("blue lists %v (%v), want its one volume", list.GetEntries(), err)
 			}
-			if u := ledger.Usage()["blue"]; u.Volumes != 1 || u.Bytes != tc.wantBytes {
+			if u := usageOf(t, ledger, "blue"); u.Volumes != 1 || u.Bytes != tc.wantBytes {
 				t.Errorf("blue's usage: %d volumes, %d bytes; want 1 volume of %d bytes and no hold left", u.Volumes, u.Bytes, tc.wantBytes)
 			}
 			if got := gw.srv.serializer().InFlight(); got != 0 {

@@ -52,25 +52,27 @@ type listenerServer interface {
 const streamWorkers = 32
 
 // newListenerServer returns the server of one listener on the configured transport: every
-// call goes to handler, with creds' handshake and the stats handlers.
+// call goes to handler, with creds' handshake, the stats handlers and Options.Limits.
 func (s *Server) newListenerServer(creds credentials.TransportCredentials, handler grpc.StreamHandler) listenerServer {
 	if s.opts.Transport == TransportGRPC {
 		opts := []grpc.ServerOption{
 			grpc.Creds(creds),
 			grpc.NumStreamWorkers(streamWorkers),
 			grpc.ForceServerCodecV2(rawcodec.Codec{}),
-			grpc.UnknownServiceHandler(handler),
 		}
+		opts = append(opts, s.opts.Limits.grpcOptions(handler)...)
 		for _, h := range s.opts.StatsHandlers {
 			opts = append(opts, grpc.StatsHandler(h))
 		}
 		return grpc.NewServer(opts...)
 	}
-	return h2grpc.NewServer(h2grpc.ServerConfig{
+	cfg := h2grpc.ServerConfig{
 		Creds:         creds,
 		Handler:       handler,
 		Codec:         rawcodec.Codec{},
 		StatsHandlers: s.opts.StatsHandlers,
 		Workers:       streamWorkers,
-	})
+	}
+	s.opts.Limits.h2grpcConfig(&cfg)
+	return h2grpc.NewServer(cfg)
 }

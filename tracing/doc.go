@@ -4,7 +4,9 @@
 // make their spans with otelgrpc and otelhttp.
 //
 // Precedence follows the OpenTelemetry convention: the OTEL_* variables are the defaults, and
-// what Config says explicitly overrides them. A zero field of Config (an empty Exporter or
+// what Config says explicitly overrides them. The exporter is chosen as the specification
+// says (an endpoint alone means otlp), with one deviation: with no exporter and no endpoint
+// set anywhere, spans are not exported (see exporterKind). A zero field of Config (an empty Exporter or
 // Endpoint, Insecure false, a negative SampleRatio, an empty ServiceName) says nothing and
 // leaves the choice to the variables, then to the built-in default. See NewProvider for the
 // list of variables.

@@ -75,7 +75,7 @@ func newExporter(ctx context.Context, kind string, cfg Config, w io.Writer) (sdk
 		}
 		return e, nil
 	}
-	return nil, fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp or stdout", kind)
+	return nil, fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp, stdout or console", kind)
 }
 
 // endpoint is a checked Config.Endpoint: a URL or host:port, or neither when it is empty.

@@ -19,6 +19,7 @@ const (
 	ExporterOTLP     = "otlp"     // OTLP over gRPC, to a collector at host:port (default localhost:4317)
 	ExporterOTLPHTTP = "otlphttp" // OTLP over HTTP (protobuf), to a collector URL (default http://localhost:4318/v1/traces)
 	ExporterStdout   = "stdout"   // one JSON object per span, to WithWriter's writer (default os.Stdout)
+	ExporterConsole  = "console"  // stdout, by the name OTEL_TRACES_EXPORTER gives it
 )
 
 // DefaultServiceName is the service.name of the spans when neither Config.ServiceName nor
@@ -28,9 +29,12 @@ const DefaultServiceName = "csi-gateway"
 // Config selects where spans go and how many are kept. It mirrors the gateway's `tracing:`
 // configuration section, whose key names the errors use.
 type Config struct {
-	// Exporter is none, otlp, otlphttp or stdout. Empty: OTEL_TRACES_EXPORTER decides (otlp,
-	// with OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL grpc or http/protobuf; console; none), and
-	// without it, none.
+	// Exporter is none, otlp, otlphttp, stdout or console (stdout by another name), the
+	// names OTEL_TRACES_EXPORTER accepts too. otlp is gRPC unless
+	// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL says http/protobuf. Empty: OTEL_TRACES_EXPORTER
+	// decides (its otlp is http/protobuf unless the protocol variables say grpc), and without
+	// it otlp when an endpoint is given (Endpoint, or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT),
+	// else none. See exporterKind for why no endpoint means none.
 	Exporter string
 	// Endpoint is where the OTLP exporters send spans: host:port, or a URL (http:// means
 	// plaintext). For otlphttp a URL without a path gets the standard /v1/traces; a URL with a
@@ -83,7 +87,7 @@ func NewProvider(ctx context.Context, cfg Config, opts ...Option) (trace.TracerP
 	if sdkDisabled() {
 		return noop.NewTracerProvider(), noShutdown, nil
 	}
-	kind, err := exporterKind(cfg.Exporter)
+	kind, err := exporterKind(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -135,39 +139,83 @@ func sdkDisabled() bool {
 	return strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true")
 }
 
-// exporterKind checks Config.Exporter, resolving an empty one from OTEL_TRACES_EXPORTER.
-func exporterKind(name string) (string, error) {
-	switch name {
-	case ExporterNone, ExporterOTLP, ExporterOTLPHTTP, ExporterStdout:
-		return name, nil
-	case "":
-		return exporterFromEnv()
-	}
-	return "", fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp or stdout", name)
+// exporterNames are the names Config.Exporter and OTEL_TRACES_EXPORTER both accept, and
+// what each stands for; otlp's protocol is resolved by otlpProtocol.
+var exporterNames = map[string]string{
+	ExporterNone:     ExporterNone,
+	ExporterOTLP:     ExporterOTLP,
+	ExporterOTLPHTTP: ExporterOTLPHTTP,
+	ExporterStdout:   ExporterStdout,
+	ExporterConsole:  ExporterStdout,
 }
 
-// exporterFromEnv reads OTEL_TRACES_EXPORTER the way the OpenTelemetry specification says,
-// for the exporters this package has; unset means none (not the specification's otlp: a
-// gateway should not fill its log with export errors because no collector was configured).
-func exporterFromEnv() (string, error) {
-	v := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")))
-	switch v {
-	case "", "none":
-		return ExporterNone, nil
-	case "console":
-		return ExporterStdout, nil
-	case "otlp":
-		proto := strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
-		if proto == "" {
-			proto = strings.TrimSpace(os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
-		}
-		switch proto {
-		case "grpc":
-			return ExporterOTLP, nil
-		case "", "http/protobuf":
-			return ExporterOTLPHTTP, nil
-		}
-		return "", fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: %q is not supported; use grpc or http/protobuf (or set tracing.exporter)", proto)
+// CheckExporter reports whether name is one Config.Exporter accepts ("" included), with the
+// error NewProvider would return, for checking a configuration before building anything.
+func CheckExporter(name string) error {
+	if _, ok := exporterNames[name]; !ok && name != "" {
+		return fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp, stdout or console", name)
 	}
-	return "", fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not supported; use otlp, console or none (or set tracing.exporter)", v)
+	return nil
+}
+
+// exporterKind resolves the exporter cfg leads to: Config.Exporter, else OTEL_TRACES_EXPORTER,
+// else otlp when an endpoint is given (Config.Endpoint, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+// OTEL_EXPORTER_OTLP_ENDPOINT), else none. The specification's default is otlp even without
+// an endpoint, to localhost; this package does not follow it there: a gateway runs on every
+// node, and one that sends its spans to a localhost collector nobody configured fills its log
+// with failed exports. OTEL_TRACES_EXPORTER=otlp asks for the localhost default explicitly.
+//
+// otlp's protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL (grpc,
+// http/protobuf), else gRPC when the configuration chose otlp (by name or with its endpoint:
+// its otlp has always meant gRPC) and http/protobuf when the environment did (the
+// specification's default).
+func exporterKind(cfg Config) (string, error) {
+	if cfg.Exporter != "" {
+		if err := CheckExporter(cfg.Exporter); err != nil {
+			return "", err
+		}
+		return resolveOTLP(exporterNames[cfg.Exporter], ExporterOTLP)
+	}
+	if v := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))); v != "" {
+		kind, ok := exporterNames[v]
+		if !ok {
+			return "", fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not supported; use otlp, console, none, stdout or otlphttp (or set tracing.exporter)", v)
+		}
+		return resolveOTLP(kind, ExporterOTLPHTTP)
+	}
+	switch {
+	case strings.TrimSpace(cfg.Endpoint) != "":
+		return otlpProtocol(ExporterOTLP)
+	case os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "":
+		return otlpProtocol(ExporterOTLPHTTP)
+	}
+	return ExporterNone, nil
+}
+
+// resolveOTLP is kind, with otlp resolved to its protocol's exporter (def without one).
+func resolveOTLP(kind, def string) (string, error) {
+	if kind != ExporterOTLP {
+		return kind, nil
+	}
+	return otlpProtocol(def)
+}
+
+// otlpProtocol is the OTLP exporter OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+// OTEL_EXPORTER_OTLP_PROTOCOL asks for, or def when neither is set.
+func otlpProtocol(def string) (string, error) {
+	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	proto := strings.TrimSpace(os.Getenv(name))
+	if proto == "" {
+		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		proto = strings.TrimSpace(os.Getenv(name))
+	}
+	switch proto {
+	case "":
+		return def, nil
+	case "grpc":
+		return ExporterOTLP, nil
+	case "http/protobuf":
+		return ExporterOTLPHTTP, nil
+	}
+	return "", fmt.Errorf("%s: %q is not supported; use grpc or http/protobuf", name, proto)
 }

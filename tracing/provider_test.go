@@ -223,30 +223,55 @@ func TestServiceNamePrecedence(t *testing.T) {
 	}
 }
 
-func TestExporterFromEnvironment(t *testing.T) {
+// TestExporterResolution: the configuration's exporter, else OTEL_TRACES_EXPORTER, else otlp
+// when an endpoint is given, else none; both accept the same names; otlp's protocol comes
+// from the protocol variables, else gRPC from the configuration and http/protobuf from the
+// environment.
+func TestExporterResolution(t *testing.T) {
+	type env map[string]string
 	for _, tc := range []struct {
-		exporter, protocol, want, wantErr string
+		name          string
+		cfg           Config
+		env           env
+		want, wantErr string
 	}{
-		{"", "", ExporterNone, ""},
-		{"none", "", ExporterNone, ""},
-		{"console", "", ExporterStdout, ""},
-		{"otlp", "", ExporterOTLPHTTP, ""},
-		{"otlp", "grpc", ExporterOTLP, ""},
-		{"otlp", "http/json", "", `OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" is not supported; use grpc or http/protobuf (or set tracing.exporter)`},
-		{"zipkin", "", "", `OTEL_TRACES_EXPORTER: "zipkin" is not supported; use otlp, console or none (or set tracing.exporter)`},
+		{"nothing: none, not the specification's otlp to localhost", Config{}, nil, ExporterNone, ""},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT alone: otlp over http/protobuf", Config{}, env{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, ExporterOTLPHTTP, ""},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT alone", Config{}, env{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, ExporterOTLPHTTP, ""},
+		{"an endpoint variable and protocol grpc", Config{}, env{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, ExporterOTLP, ""},
+		{"tracing.endpoint alone: otlp over gRPC, as the file's otlp", Config{Endpoint: "127.0.0.1:4317"}, nil, ExporterOTLP, ""},
+		{"OTEL_TRACES_EXPORTER=none beats an endpoint", Config{}, env{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, ExporterNone, ""},
+		{"tracing.exporter none beats an endpoint", Config{Exporter: ExporterNone, Endpoint: "127.0.0.1:4317"}, nil, ExporterNone, ""},
+		{"OTEL_TRACES_EXPORTER=none", Config{}, env{"OTEL_TRACES_EXPORTER": "none"}, ExporterNone, ""},
+		{"OTEL_TRACES_EXPORTER=console", Config{}, env{"OTEL_TRACES_EXPORTER": "console"}, ExporterStdout, ""},
+		{"OTEL_TRACES_EXPORTER=stdout", Config{}, env{"OTEL_TRACES_EXPORTER": "stdout"}, ExporterStdout, ""},
+		{"OTEL_TRACES_EXPORTER=otlphttp", Config{}, env{"OTEL_TRACES_EXPORTER": "otlphttp"}, ExporterOTLPHTTP, ""},
+		{"OTEL_TRACES_EXPORTER=otlp: http/protobuf", Config{}, env{"OTEL_TRACES_EXPORTER": "otlp"}, ExporterOTLPHTTP, ""},
+		{"OTEL_TRACES_EXPORTER=otlp, protocol grpc", Config{}, env{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, ExporterOTLP, ""},
+		{"the traces protocol beats the general one", Config{}, env{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, ExporterOTLPHTTP, ""},
+		{"tracing.exporter console", Config{Exporter: "console"}, nil, ExporterStdout, ""},
+		{"tracing.exporter stdout", Config{Exporter: "stdout"}, nil, ExporterStdout, ""},
+		{"tracing.exporter otlp: gRPC", Config{Exporter: "otlp"}, nil, ExporterOTLP, ""},
+		{"tracing.exporter otlp, protocol http/protobuf", Config{Exporter: "otlp"}, env{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, ExporterOTLPHTTP, ""},
+		{"tracing.exporter beats OTEL_TRACES_EXPORTER", Config{Exporter: ExporterNone}, env{"OTEL_TRACES_EXPORTER": "console"}, ExporterNone, ""},
+		{"protocol http/json", Config{}, env{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "",
+			`OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" is not supported; use grpc or http/protobuf`},
+		{"traces protocol http/json", Config{}, env{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "",
+			`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json" is not supported; use grpc or http/protobuf`},
+		{"OTEL_TRACES_EXPORTER=zipkin", Config{}, env{"OTEL_TRACES_EXPORTER": "zipkin"}, "",
+			`OTEL_TRACES_EXPORTER: "zipkin" is not supported; use otlp, console, none, stdout or otlphttp (or set tracing.exporter)`},
+		{"tracing.exporter jaeger", Config{Exporter: "jaeger"}, nil, "", `tracing.exporter: "jaeger" is not none, otlp, otlphttp, stdout or console`},
 	} {
-		cleanEnv(t)
-		t.Setenv("OTEL_TRACES_EXPORTER", tc.exporter)
-		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.protocol)
-		got, err := exporterKind("")
-		if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
-			t.Errorf("OTEL_TRACES_EXPORTER=%q OTEL_EXPORTER_OTLP_PROTOCOL=%q: %q, %v; want %q, %q", tc.exporter, tc.protocol, got, err, tc.want, tc.wantErr)
-		}
-	}
-	// An explicit exporter wins over the environment.
-	t.Setenv("OTEL_TRACES_EXPORTER", "console")
-	if got, _ := exporterKind(ExporterNone); got != ExporterNone {
-		t.Errorf("exporterKind(none) with OTEL_TRACES_EXPORTER=console = %q", got)
+		t.Run(tc.name, func(t *testing.T) {
+			cleanEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			got, err := exporterKind(tc.cfg)
+			if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && err.Error() != tc.wantErr) {
+				t.Errorf("exporterKind(%+v) with %v = %q, %v; want %q, %q", tc.cfg, tc.env, got, err, tc.want, tc.wantErr)
+			}
+		})
 	}
 }
 
@@ -256,7 +281,7 @@ func TestConfigErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Exporter: "jaeger"}, `tracing.exporter: "jaeger" is not none, otlp, otlphttp or stdout`},
+		{Config{Exporter: "jaeger"}, `tracing.exporter: "jaeger" is not none, otlp, otlphttp, stdout or console`},
 		{Config{Exporter: ExporterStdout, SampleRatio: 1.5}, "tracing.sampleRatio: 1.5 is not between 0 and 1"},
 		{Config{Exporter: ExporterOTLP, Endpoint: "collector"}, `tracing.endpoint: "collector" is neither host:port nor a URL (http://host:port or https://host:port)`},
 		{Config{Exporter: ExporterOTLP, Endpoint: "ftp://collector:21"}, `tracing.endpoint: scheme "ftp" is not supported; use http:// or https://`},

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -66,14 +67,20 @@ func (t *tracingTransport) CloseIdleConnections() {
 }
 
 // attemptTagger runs inside otelhttp's transport, where the request's context holds the
-// attempt's span: it numbers the span with the call's attempt count.
+// attempt's span: it numbers the span with the call's attempt count (csi.attempt, from 1) and,
+// on a retry, with the semantic conventions' http.request.resend_count (from 1 on the second
+// attempt).
 type attemptTagger struct{ base http.RoundTripper }
 
 func (t attemptTagger) RoundTrip(r *http.Request) (*http.Response, error) {
 	// http.Client calls RoundTrip on the goroutine that runs the call's attempts, after
 	// beforeAttempt has counted this one: reading c.attempts here needs no lock.
 	if c, ok := r.Context().Value(callKey{}).(*call); ok {
-		trace.SpanFromContext(r.Context()).SetAttributes(backends.AttrAttempt.Int(c.attempts))
+		span := trace.SpanFromContext(r.Context())
+		span.SetAttributes(backends.AttrAttempt.Int(c.attempts))
+		if c.attempts > 1 {
+			span.SetAttributes(semconv.HTTPRequestResendCount(c.attempts - 1))
+		}
 	}
 	return t.base.RoundTrip(r)
 }

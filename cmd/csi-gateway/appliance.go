@@ -34,6 +34,7 @@ type applianceOptions struct {
 
 func newApplianceCommand() *cobra.Command {
 	d := embedded.DefaultConfig()
+	d.VendorVersion = buildVersion()
 	o := applianceOptions{cfg: d}
 	cmd := &cobra.Command{
 		Use:   "appliance --data DIR --endpoint unix:///PATH.sock [--http 127.0.0.1:PORT]",

@@ -14,6 +14,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy"
+	"github.com/csi-gateway/csi-gateway/tracing"
 )
 
 // Config is the whole configuration of `csi-gateway serve`, read once at start: defaults,
@@ -30,6 +31,7 @@ type Config struct {
 	Admin     AdminConfig              `mapstructure:"admin"`
 	Tracing   TracingConfig            `mapstructure:"tracing"`
 	Timeouts  proxy.TimeoutConfig      `mapstructure:"timeouts"`
+	Limits    proxy.TransportLimits    `mapstructure:"limits"`
 	Tenancy   TenancyConfig            `mapstructure:"tenancy"`
 	// Validation is enforce, warn or off (docs/validation.md).
 	Validation string `mapstructure:"validation"`
@@ -56,11 +58,12 @@ type AdminConfig struct {
 // TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER_ARG, OTEL_SERVICE_NAME, ...) apply too.
 type TracingConfig struct {
-	// Exporter is none, otlp, otlphttp or stdout; empty leaves it to OTEL_TRACES_EXPORTER
-	// (whose default is none).
+	// Exporter is none, otlp, otlphttp, stdout or console; empty leaves it to
+	// OTEL_TRACES_EXPORTER, then to an endpoint (otlp when one is given), then none. See
+	// tracing.Config.Exporter.
 	Exporter string `mapstructure:"exporter"`
 	// Endpoint is the collector's host:port (otlp) or URL (otlphttp); empty leaves it to
-	// OTEL_EXPORTER_OTLP_ENDPOINT.
+	// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT.
 	Endpoint string `mapstructure:"endpoint"`
 	Insecure bool   `mapstructure:"insecure"` // plaintext to the collector
 	// SampleRatio is the fraction of new traces recorded, 0 to 1; negative (the default)
@@ -223,6 +226,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("tracing.endpoint", "")
 	v.SetDefault("tracing.insecure", false)
 	v.SetDefault("tracing.sampleRatio", -1.0)
+	setLimitDefaults(v)
 	v.SetEnvPrefix("CSIGW")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
@@ -345,8 +349,12 @@ func (c *Config) validate() error {
 	if _, err := proxy.ParseValidationMode(c.Validation); err != nil {
 		return fmt.Errorf("validation: %w", err)
 	}
-	if _, err := proxy.ParseTransport(c.Transport); err != nil {
+	transport, err := proxy.ParseTransport(c.Transport)
+	if err != nil {
 		return fmt.Errorf("transport: %w", err)
+	}
+	if err := c.Limits.Validate(transport); err != nil {
+		return err
 	}
 	if err := c.validateTenancy(); err != nil {
 		return err
@@ -360,8 +368,8 @@ func (c *Config) validate() error {
 	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
 		return fmt.Errorf("logging.format: %q is not json or text", c.Logging.Format)
 	}
-	if !slices.Contains([]string{"", "none", "otlp", "otlphttp", "stdout"}, c.Tracing.Exporter) {
-		return fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp or stdout", c.Tracing.Exporter)
+	if err := tracing.CheckExporter(c.Tracing.Exporter); err != nil {
+		return err
 	}
 	if c.Tracing.SampleRatio > 1 {
 		return fmt.Errorf("tracing.sampleRatio: %v is not between 0 and 1", c.Tracing.SampleRatio)
@@ -427,16 +435,34 @@ func validateBackendSecurity(key string, b BackendConfig) error {
 	if b.TLS == nil || b.Type == "embedded" {
 		return nil
 	}
-	if b.TLS.CA == "" {
-		return fmt.Errorf("%s.tls.ca: required (a PEM file: the CA bundle that signed the backend's certificate)", key)
+	return validateClientTLS(key+".tls", *b.TLS)
+}
+
+// validateClientTLS checks the tls keys of something the gateway dials (a backend, etcd).
+func validateClientTLS(key string, t BackendTLSConfig) error {
+	if t.CA == "" {
+		return fmt.Errorf("%s.ca: required (a PEM file: the CA bundle that signed the server's certificate)", key)
 	}
-	if (b.TLS.Cert == "") != (b.TLS.Key == "") {
-		return fmt.Errorf("%s.tls.cert: cert and key go together (the gateway's client certificate and its key); give both or neither", key)
+	if (t.Cert == "") != (t.Key == "") {
+		return fmt.Errorf("%s.cert: cert and key go together (the gateway's client certificate and its key); give both or neither", key)
 	}
-	if _, err := parseMinVersion(b.TLS.MinVersion); err != nil {
-		return fmt.Errorf("%s.tls.minVersion: %w", key, err)
+	if _, err := parseMinVersion(t.MinVersion); err != nil {
+		return fmt.Errorf("%s.minVersion: %w", key, err)
 	}
 	return nil
+}
+
+// setLimitDefaults makes every limits key known to viper with its default, so that
+// CSIGW_LIMITS_* variables set it too.
+func setLimitDefaults(v *viper.Viper) {
+	d := proxy.DefaultTransportLimits
+	for key, val := range map[string]any{
+		"maxFrameSize": d.MaxFrameSize, "maxHeaderListSize": d.MaxHeaderListSize,
+		"maxConcurrentStreams": d.MaxConcurrentStreams, "maxConnections": d.MaxConnections,
+		"firstMessageTimeout": d.FirstMessageTimeout, "writeTimeout": d.WriteTimeout, "keepaliveMinTime": d.KeepaliveMinTime,
+	} {
+		v.SetDefault("limits."+key, val)
+	}
 }
 
 func parseLevel(s string) (slog.Level, error) {

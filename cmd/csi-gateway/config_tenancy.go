@@ -2,8 +2,13 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
@@ -13,9 +18,12 @@ import (
 // given a tenant by their listener (listeners[].tenant) or their client rule
 // (listeners[].clients[].tenant), and each tenant sees only its own objects.
 type TenancyConfig struct {
-	// Ledger is the file that records which tenant owns which backend object (bbolt);
-	// required when tenants are configured. Back it up with the backend's state.
+	// Ledger is the shorthand of Store.Bbolt.Path: the file that records which tenant owns
+	// which backend object. Back it up with the backend's state.
 	Ledger string `mapstructure:"ledger"`
+	// Store is where the ledger is kept: a bbolt file (one central gateway) or etcd (any
+	// number of replicas); one of it or Ledger is required when tenants are configured.
+	Store TenancyStoreConfig `mapstructure:"store"`
 	// TokenKeyFile holds the key that seals the pagination tokens tenants are given (32
 	// random bytes, raw or in hex): replicas with the same key accept each other's tokens.
 	// Empty: a random key per process, so tokens do not survive a restart.
@@ -29,6 +37,137 @@ type TenancyConfig struct {
 type TenantConfig struct {
 	Name          string `mapstructure:"name"`
 	tenancy.Quota `mapstructure:",squash"`
+}
+
+// TenancyStoreConfig is one of a bbolt file and etcd.
+type TenancyStoreConfig struct {
+	Bbolt *BboltStoreConfig `mapstructure:"bbolt"`
+	Etcd  *EtcdStoreConfig  `mapstructure:"etcd"`
+}
+
+// BboltStoreConfig is the ledger in a bbolt file, which one process opens at a time.
+type BboltStoreConfig struct {
+	Path string `mapstructure:"path"`
+}
+
+// EtcdStoreConfig is the ledger in etcd, shared by the central gateway's replicas.
+type EtcdStoreConfig struct {
+	// Endpoints are the members' client URLs (https://host:2379 with tls, or host:port).
+	Endpoints []string `mapstructure:"endpoints"`
+	// TLS verifies etcd's certificates and presents the gateway's client certificate.
+	TLS *BackendTLSConfig `mapstructure:"tls"`
+	// Prefix of the ledger's keys, shared by the replicas (default /csi-gateway/).
+	Prefix string `mapstructure:"prefix"`
+	// LeaseTTL: how long a dead replica's quota holds outlive it (default 10s).
+	LeaseTTL time.Duration `mapstructure:"leaseTTL"`
+	// RequestTimeout bounds each request to etcd (default 5s).
+	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
+}
+
+// enabled reports whether a ledger is configured, which turns tenancy on.
+func (t TenancyConfig) enabled() bool {
+	return t.Ledger != "" || t.Store.Bbolt != nil || t.Store.Etcd != nil
+}
+
+// openStore opens the configured store and says what it is, for the log. Its errors name
+// the key at fault.
+func (t TenancyConfig) openStore(log *slog.Logger) (tenancy.Store, string, error) {
+	if e := t.Store.Etcd; e != nil {
+		cfg := tenancy.EtcdConfig{Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, RequestTimeout: e.RequestTimeout}
+		if e.TLS != nil {
+			tc, err := clientTLS("tenancy.store.etcd.tls", *e.TLS, log)
+			if err != nil {
+				return nil, "", err
+			}
+			cfg.TLS = tc
+		}
+		store, err := tenancy.OpenEtcd(cfg)
+		if err != nil {
+			return nil, "", fmt.Errorf("tenancy.store.etcd: %w", err)
+		}
+		return store, "etcd " + strings.Join(e.Endpoints, ","), nil
+	}
+	key, path := "tenancy.ledger", t.Ledger
+	if t.Store.Bbolt != nil {
+		key, path = "tenancy.store.bbolt.path", t.Store.Bbolt.Path
+	}
+	store, err := tenancy.OpenBolt(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", key, err)
+	}
+	return store, "bbolt " + path, nil
+}
+
+// validateStore checks tenancy.store (and its shorthand tenancy.ledger).
+func (t TenancyConfig) validateStore() error {
+	s := t.Store
+	switch {
+	case t.Ledger != "" && (s.Bbolt != nil || s.Etcd != nil):
+		return fmt.Errorf("tenancy.ledger: is the shorthand of tenancy.store.bbolt.path; give tenancy.ledger or tenancy.store, not both")
+	case s.Bbolt != nil && s.Etcd != nil:
+		return fmt.Errorf("tenancy.store: give one of bbolt and etcd")
+	case len(t.Tenants) > 0 && !t.enabled():
+		return fmt.Errorf("tenancy.store: required with tenants: tenancy.store.bbolt.path (or its shorthand tenancy.ledger), a file such as /var/lib/csi-gateway/tenancy.db, for one central gateway; tenancy.store.etcd for replicas")
+	case s.Bbolt != nil && s.Bbolt.Path == "":
+		return fmt.Errorf("tenancy.store.bbolt.path: required (a file, e.g. /var/lib/csi-gateway/tenancy.db)")
+	case s.Etcd != nil:
+		return s.Etcd.validate()
+	}
+	return nil
+}
+
+// validate checks tenancy.store.etcd.
+func (e EtcdStoreConfig) validate() error {
+	const key = "tenancy.store.etcd"
+	if len(e.Endpoints) == 0 {
+		return fmt.Errorf("%s.endpoints: required (the etcd members' client URLs, e.g. https://etcd-0.etcd:2379)", key)
+	}
+	for i, ep := range e.Endpoints {
+		if err := validEtcdEndpoint(ep, e.TLS != nil); err != nil {
+			return fmt.Errorf("%s.endpoints[%d]: %w", key, i, err)
+		}
+	}
+	if e.TLS != nil {
+		if err := validateClientTLS(key+".tls", *e.TLS); err != nil {
+			return err
+		}
+	}
+	switch {
+	case e.Prefix != "" && !strings.HasSuffix(e.Prefix, "/"):
+		return fmt.Errorf("%s.prefix: %q must end in / (so that it is not the beginning of another gateway's prefix)", key, e.Prefix)
+	case e.LeaseTTL < 0 || (e.LeaseTTL > 0 && e.LeaseTTL < time.Second):
+		return fmt.Errorf("%s.leaseTTL: %s is not a duration of 1s or more (default %s)", key, e.LeaseTTL, tenancy.DefaultEtcdLeaseTTL)
+	case e.RequestTimeout < 0:
+		return fmt.Errorf("%s.requestTimeout: %s is negative (default %s)", key, e.RequestTimeout, tenancy.DefaultEtcdRequestTimeout)
+	}
+	return nil
+}
+
+// validEtcdEndpoint checks an etcd client URL: http:// or https:// (matching whether tls is
+// set) or a bare host:port.
+func validEtcdEndpoint(ep string, tls bool) error {
+	hostPort := ep
+	if strings.Contains(ep, "://") {
+		u, err := url.Parse(ep)
+		if err != nil {
+			return err
+		}
+		switch {
+		case u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("%q: the scheme is not http or https", ep)
+		case u.Scheme == "http" && tls:
+			return fmt.Errorf("%q: http:// with tls set; use https://", ep)
+		case u.Scheme == "https" && !tls:
+			return fmt.Errorf("%q: https:// needs tenancy.store.etcd.tls (at least its ca)", ep)
+		case u.Path != "" && u.Path != "/":
+			return fmt.Errorf("%q: a client URL has no path", ep)
+		}
+		hostPort = u.Host
+	}
+	if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+		return fmt.Errorf("%q is not host:port or a URL with a port", ep)
+	}
+	return nil
 }
 
 // quotas returns the tenants' quotas by name.
@@ -57,7 +196,7 @@ func (t TenancyConfig) ledgerOptions() ([]tenancy.Option, error) {
 	return []tenancy.Option{tenancy.WithTokenKey(key)}, nil
 }
 
-// validateTenancy checks the tenants, the ledger and every listener's tenant and methods.
+// validateTenancy checks the tenants, the ledger's store and every listener's tenant and methods.
 func (c *Config) validateTenancy() error {
 	seen := map[string]bool{}
 	for i, t := range c.Tenancy.Tenants {
@@ -73,8 +212,8 @@ func (c *Config) validateTenancy() error {
 			return fmt.Errorf("%s: maxVolumes and maxBytes must not be negative (0 is unlimited)", key)
 		}
 	}
-	if len(c.Tenancy.Tenants) > 0 && c.Tenancy.Ledger == "" {
-		return fmt.Errorf("tenancy.ledger: required with tenants (a file, e.g. /var/lib/csi-gateway/tenancy.db)")
+	if err := c.Tenancy.validateStore(); err != nil {
+		return err
 	}
 	known := func(key, tenant string) error {
 		if !seen[tenant] {

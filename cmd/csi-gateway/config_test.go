@@ -2,14 +2,17 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/csi-gateway/csi-gateway/proxy"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
@@ -52,6 +55,24 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if c.Logging.Level != "info" || c.Logging.Format != "json" || c.Shutdown.Grace != 30*time.Second {
 		t.Errorf("logging %+v, shutdown %+v", c.Logging, c.Shutdown)
+	}
+	if c.Limits != proxy.DefaultTransportLimits {
+		t.Errorf("limits %+v, want the defaults %+v", c.Limits, proxy.DefaultTransportLimits)
+	}
+}
+
+// TestConfigLimits: the limits keys are read from the file and from CSIGW_LIMITS_*, the
+// others keep their defaults.
+func TestConfigLimits(t *testing.T) {
+	c, err := loadFrom(t, "limits: {maxConcurrentStreams: 50, firstMessageTimeout: 2s}", nil,
+		map[string]string{"CSIGW_LIMITS_MAXCONNECTIONS": "16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proxy.DefaultTransportLimits
+	want.MaxConcurrentStreams, want.FirstMessageTimeout, want.MaxConnections = 50, 2*time.Second, 16
+	if c.Limits != want {
+		t.Errorf("limits %+v, want %+v", c.Limits, want)
 	}
 }
 
@@ -205,13 +226,32 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"no routes", "backends: {a: {type: grpc, target: unix:///x.sock}}", nil, "routes"},
 		{"bad log level", "logging: {level: loud}", nil, "logging.level"},
 		{"bad transport", "transport: http2", nil, `transport: "http2" is not frames or grpc`},
+		{"frame size below HTTP/2's", "limits: {maxFrameSize: 1024}", nil, "limits.maxFrameSize: 1024 is not between 16384 and 16777215"},
+		{"frame size grpc-go cannot read", "transport: grpc\nlimits: {maxFrameSize: 65536}", nil, "limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most"},
+		{"tiny header list", "limits: {maxHeaderListSize: 512}", nil, "limits.maxHeaderListSize: 512 is below 4096"},
+		{"negative connections", "limits: {maxConnections: -1}", nil, "limits.maxConnections: -1 is negative"},
+		{"negative write timeout from env", "", map[string]string{"CSIGW_LIMITS_WRITETIMEOUT": "-1s"}, "limits.writeTimeout: -1s is negative"},
+		{"unknown limit", "limits: {maxStreams: 5}", nil, "maxstreams"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "/no/scheme.sock"}, "listeners[0].endpoint"},
 		{"tenant not declared", "listeners: [{endpoint: unix:///tmp/a.sock, tenant: blue}]\ntenancy: {ledger: /t.db, tenants: [{name: green}]}", nil, `listeners[0].tenant: tenant "blue" is not in tenancy.tenants`},
 		{"bad tenant name", "tenancy: {ledger: /t.db, tenants: [{name: Blue.Team}]}", nil, "tenancy.tenants[0].name: tenant name \"Blue.Team\""},
 		{"tenant listed twice", "tenancy: {ledger: /t.db, tenants: [{name: blue}, {name: blue}]}", nil, "tenancy.tenants[1].name: tenant blue is listed twice"},
 		{"negative quota", "tenancy: {ledger: /t.db, tenants: [{name: blue, maxVolumes: -1}]}", nil, "tenancy.tenants[0]: maxVolumes and maxBytes must not be negative"},
-		{"tenants without ledger", "tenancy: {tenants: [{name: blue}]}", nil, "tenancy.ledger: required with tenants"},
+		{"tenants without ledger", "tenancy: {tenants: [{name: blue}]}", nil, "tenancy.store: required with tenants"},
+		{"ledger and store", "tenancy: {ledger: /t.db, store: {bbolt: {path: /u.db}}}", nil, "tenancy.ledger: is the shorthand of tenancy.store.bbolt.path"},
+		{"bbolt and etcd", "tenancy: {store: {bbolt: {path: /t.db}, etcd: {endpoints: ['127.0.0.1:2379']}}}", nil, "tenancy.store: give one of bbolt and etcd"},
+		{"bbolt without path", "tenancy: {store: {bbolt: {path: ''}}}", nil, "tenancy.store.bbolt.path: required"},
+		{"etcd without endpoints", "tenancy: {store: {etcd: {prefix: /a/}}}", nil, "tenancy.store.etcd.endpoints: required"},
+		{"etcd endpoint without port", "tenancy: {store: {etcd: {endpoints: ['etcd-0']}}}", nil, `tenancy.store.etcd.endpoints[0]: "etcd-0" is not host:port`},
+		{"etcd https without tls", "tenancy: {store: {etcd: {endpoints: ['https://etcd-0:2379']}}}", nil, "tenancy.store.etcd.endpoints[0]: \"https://etcd-0:2379\": https:// needs tenancy.store.etcd.tls"},
+		{"etcd http with tls", "tenancy: {store: {etcd: {endpoints: ['http://etcd-0:2379'], tls: {ca: /ca}}}}", nil, "tenancy.store.etcd.endpoints[0]: \"http://etcd-0:2379\": http:// with tls set"},
+		{"etcd tls without ca", "tenancy: {store: {etcd: {endpoints: ['https://etcd-0:2379'], tls: {cert: /c, key: /k}}}}", nil, "tenancy.store.etcd.tls.ca: required"},
+		{"etcd tls cert without key", "tenancy: {store: {etcd: {endpoints: ['https://etcd-0:2379'], tls: {ca: /ca, cert: /c}}}}", nil, "tenancy.store.etcd.tls.cert: cert and key go together"},
+		{"etcd prefix", "tenancy: {store: {etcd: {endpoints: ['etcd-0:2379'], prefix: /gw}}}", nil, `tenancy.store.etcd.prefix: "/gw" must end in /`},
+		{"etcd leaseTTL", "tenancy: {store: {etcd: {endpoints: ['etcd-0:2379'], leaseTTL: 500ms}}}", nil, "tenancy.store.etcd.leaseTTL: 500ms is not a duration of 1s or more"},
+		{"etcd requestTimeout", "tenancy: {store: {etcd: {endpoints: ['etcd-0:2379'], requestTimeout: -1s}}}", nil, "tenancy.store.etcd.requestTimeout: -1s is negative"},
+		{"etcd unknown key", "tenancy: {store: {etcd: {endpoints: ['etcd-0:2379'], ttl: 5s}}}", nil, "ttl"},
 		{"client without tenant among tenants", "listeners: [{endpoint: tcp://127.0.0.1:9000, tls: {cert: /c, key: /k, clientCA: /ca}, clients: [{cn: a, tenant: blue}, {cn: b}]}]\ntenancy: {ledger: /t.db, tenants: [{name: blue}]}", nil, "listeners[0].clients[1].tenant: required: other clients of listeners[0] have tenants"},
 		{"csp over http", "backends: {a: {type: rest, protocol: csp, urls: ['http://csp:8080'], auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.urls[0]: http:// would send the CSP's password and token in the clear"},
 		{"csp with a token", "backends: {a: {type: rest, protocol: csp, urls: ['https://csp'], auth: {bearerTokenFile: /t}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.auth: a CSP logs in with a user"},
@@ -257,6 +297,48 @@ tenancy:
 	}
 	if c.Listeners[1].Tenant != "cluster-b" {
 		t.Errorf("listeners[1].tenant: %q", c.Listeners[1].Tenant)
+	}
+}
+
+// TestConfigDocLimits keeps the limits table of docs/configuration.md and the code together:
+// every key of proxy.TransportLimits is documented, with its default.
+func TestConfigDocLimits(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## `limits`")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !ok {
+		t.Fatal("docs/configuration.md has no limits section")
+	}
+	documented := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) > 3 && strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			documented[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.Trim(strings.TrimSpace(cells[2]), "`")
+		}
+	}
+	d := reflect.ValueOf(proxy.DefaultTransportLimits)
+	for i := range d.NumField() {
+		key := d.Type().Field(i).Tag.Get("mapstructure")
+		text, ok := documented[key]
+		if !ok {
+			t.Errorf("limits.%s is not in docs/configuration.md", key)
+			continue
+		}
+		want := fmt.Sprint(d.Field(i).Interface())
+		if v, ok := d.Field(i).Interface().(time.Duration); ok {
+			if got, err := time.ParseDuration(text); err == nil && got == v {
+				want = text // the doc's spelling of the same duration
+			}
+		}
+		if text != want {
+			t.Errorf("limits.%s: documented default %q, the code's %s", key, text, want)
+		}
+	}
+	if len(documented) != d.NumField() {
+		t.Errorf("documented keys %v, the code has %d", documented, d.NumField())
 	}
 }
 

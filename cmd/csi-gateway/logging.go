@@ -11,13 +11,23 @@ import (
 )
 
 // newLogger returns the logger a subcommand writes to w (its stderr): JSON, or text when
-// format is "text".
+// format is "text". A duration is written as its String ("grace":"30s"), not as the JSON
+// handler's nanoseconds; a call's duration is logged as a number, duration_ms.
 func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationAsString}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationAsString is the loggers' slog.HandlerOptions.ReplaceAttr: a time.Duration value
+// becomes its String, in groups too.
+func durationAsString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // logCalls is the reference appliance's call log (the gateway's own is in proxy): one line per

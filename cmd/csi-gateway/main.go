@@ -15,9 +15,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -55,18 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newTapCommand(), newInitiatorsCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newTapCommand(), newInitiatorsCommand())
+	addVersion(root, readBuildInfo(version))
 	return root.ExecuteContext(ctx)
-}
-
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "csi-gateway", version)
-			return err
-		},
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/propagation"
@@ -48,20 +49,22 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 			if err != nil {
 				return err
 			}
-			tuneGC(os.Getenv)
-			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+			gc := tuneGC(os.Getenv, memlimit.FromCgroup)
+			return serve(cmd.Context(), cfg, gc, cmd.ErrOrStderr())
 		},
 	}
 	bindServeFlags(cmd.Flags())
 	return cmd
 }
 
-// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace.
-func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
+// serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace; gc is what
+// tuneGC applied, logged first.
+func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error {
 	log, err := configLogger(cfg.Logging, stderr)
 	if err != nil {
 		return err
 	}
+	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", gc.LogAttrs()...)
 	tp, prop, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err
@@ -98,17 +101,22 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return fmt.Errorf("transport: %w", err)
 	}
 	var ledger *tenancy.Ledger
-	if cfg.Tenancy.Ledger != "" {
+	if cfg.Tenancy.enabled() {
 		opts, err := cfg.Tenancy.ledgerOptions()
 		if err != nil {
 			return err
 		}
-		if ledger, err = tenancy.Open(cfg.Tenancy.Ledger, cfg.Tenancy.quotas(), opts...); err != nil {
-			return fmt.Errorf("tenancy.ledger: %w", err)
+		store, where, err := cfg.Tenancy.openStore(log)
+		if err != nil {
+			return err
+		}
+		if ledger, err = tenancy.New(store, cfg.Tenancy.quotas(), opts...); err != nil {
+			store.Close()
+			return err
 		}
 		defer ledger.Close()
 		metrics.WatchTenancy(ledger)
-		log.Info("tenancy on", "ledger", cfg.Tenancy.Ledger, "tenants", len(cfg.Tenancy.Tenants))
+		log.Info("tenancy on", "ledger", where, "tenants", len(cfg.Tenancy.Tenants))
 		if cfg.Tenancy.TokenKeyFile == "" {
 			log.Warn("tenancy.tokenKeyFile is not set: tenants' listing tokens (next_token) are sealed with a random key of this process, so they do not survive a restart and other replicas refuse them (ABORTED: the caller restarts its listing)")
 		}
@@ -116,7 +124,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation, Tenancy: ledger, Transport: transport,
+		Validation: validation, Tenancy: ledger, Transport: transport, Limits: cfg.Limits,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
@@ -262,16 +270,21 @@ func backendTLS(name string, b BackendConfig, log *slog.Logger) (*tlsconf.Client
 	if b.TLS == nil || b.Type == "embedded" {
 		return nil, nil
 	}
-	key := "backends." + name + ".tls"
-	minVersion, err := parseMinVersion(b.TLS.MinVersion)
+	return clientTLS("backends."+name+".tls", *b.TLS, log)
+}
+
+// clientTLS loads the TLS files of something the gateway dials (key names them in errors and
+// logs).
+func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Client, error) {
+	minVersion, err := parseMinVersion(t.MinVersion)
 	if err != nil {
 		return nil, fmt.Errorf("%s.minVersion: %w", key, err)
 	}
 	opts := []tlsconf.Option{tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log)}
-	if b.TLS.ServerSPIFFEID != "" {
-		opts = append(opts, tlsconf.WithServerSPIFFEID(b.TLS.ServerSPIFFEID))
+	if t.ServerSPIFFEID != "" {
+		opts = append(opts, tlsconf.WithServerSPIFFEID(t.ServerSPIFFEID))
 	}
-	c, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: b.TLS.CA, Cert: b.TLS.Cert, Key: b.TLS.Key, ServerName: b.TLS.ServerName}, opts...)
+	c, err := tlsconf.NewClient(tlsconf.ClientFiles{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -283,7 +296,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, embedded.Config{
-			DataDir: b.DataDir, DriverName: b.DriverName, NodeID: b.NodeID,
+			DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
 			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
 		}, log)
 		if err != nil {

@@ -19,7 +19,7 @@ func startTracing(ctx context.Context, c TracingConfig, log *slog.Logger) (trace
 	otel.SetErrorHandler(tracing.ErrorHandler(log))
 	tp, shutdown, err := tracing.NewProvider(ctx, tracing.Config{
 		Exporter: c.Exporter, Endpoint: c.Endpoint, Insecure: c.Insecure,
-		SampleRatio: c.SampleRatio, ServiceVersion: version,
+		SampleRatio: c.SampleRatio, ServiceVersion: buildVersion(),
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -43,7 +43,7 @@ type clientTransport struct {
 
 func newClientTransport(cc *ClientConn, nc net.Conn, auth credentials.AuthInfo) *clientTransport {
 	ct := &clientTransport{cc: cc, nextID: 1, maxStreams: math.MaxUint32}
-	ct.init(nc)
+	ct.init(nc, defaultMaxFrameSize, maxHeaderListSize)
 	ct.peer = peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	ct.newStreamLocked = ct.registerLocked
 	return ct

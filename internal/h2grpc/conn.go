@@ -5,12 +5,18 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
-const readBufferSize = 32 << 10
+const (
+	readBufferSize = 32 << 10
+	// defaultMaxFrameSize is HTTP/2's SETTINGS_MAX_FRAME_SIZE until a peer announces more:
+	// the largest frame a connection reads unless its server is configured otherwise.
+	defaultMaxFrameSize = 16384
+)
 
 // stream is a server or client stream as the connection's stream table holds it.
 type stream interface{ core() *streamCore }
@@ -31,19 +37,25 @@ type h2conn struct {
 	winWait     chan struct{}
 	dead        bool
 
-	recvAvail, recvUnacked int64 // connection-level receive window; reader goroutine only
+	recvAvail, recvUnacked  int64  // connection-level receive window; reader goroutine only
+	maxFrame, maxHeaderList uint32 // the largest frame and header list we read (and announce)
 
 	// newStreamLocked, set by the client, gives a stream its id and enters it in the table
 	// with the write lock held, so that stream ids go out in increasing order.
 	newStreamLocked func(*streamCore) error
 }
 
-func (c *h2conn) init(nc net.Conn) {
+// init sets the connection up on nc. It reads no frame larger than maxFrame (a larger one
+// fails ReadFrame with http2.ErrFrameTooLarge before its payload is buffered, so no read
+// buffer ever grows past it) and no header list larger than maxHeaderList.
+func (c *h2conn) init(nc net.Conn, maxFrame, maxHeaderList uint32) {
 	c.nc = nc
 	c.w.init(nc, func(error) { nc.Close() })
 	c.br = bufio.NewReaderSize(nc, readBufferSize)
 	c.rfr = http2.NewFramer(nil, c.br)
-	c.hr.init(c.rfr, maxHeaderListSize)
+	c.rfr.SetMaxReadFrameSize(maxFrame)
+	c.maxFrame, c.maxHeaderList = maxFrame, maxHeaderList
+	c.hr.init(c.rfr, maxHeaderList)
 	c.rfr.SetReuseFrames()
 	c.streams = make(map[uint32]stream)
 	c.sendWin, c.peerInitWin = 65535, 65535
@@ -55,7 +67,10 @@ func (c *h2conn) init(nc net.Conn) {
 func (c *h2conn) writePreamble(client bool, maxStreams uint32) error {
 	settings := []http2.Setting{
 		{ID: http2.SettingInitialWindowSize, Val: streamRecvWindow},
-		{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize},
+		{ID: http2.SettingMaxHeaderListSize, Val: c.maxHeaderList},
+	}
+	if c.maxFrame != defaultMaxFrameSize {
+		settings = append(settings, http2.Setting{ID: http2.SettingMaxFrameSize, Val: c.maxFrame})
 	}
 	if client {
 		settings = append(settings, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
@@ -181,13 +196,16 @@ type outFrames struct {
 	trl       []hpack.HeaderField // trailing HEADERS with END_STREAM, or nil
 	rstAfter  bool                // RST_STREAM(NO_ERROR) after the trailers
 	now       bool                // flush now rather than soon
+	// stallLimit (server streams) bounds how long the write may wait for flow-control window
+	// without being granted any; 0: as long as done allows.
+	stallLimit time.Duration
 }
 
 // writeMsg writes o on stream s, within the send windows and the peer's frame size: when
 // the whole message fits in the open windows everything goes out under one lock and one
 // flush. It waits for window (flushing first) until done fires (errDone), the stream ends
-// (errStreamDone) or the connection fails (errConnClosed); errHeaderListTooLarge when the
-// peer would refuse the headers.
+// (errStreamDone), the connection fails (errConnClosed) or o.stallLimit passes without a
+// grant (errWriteStalled); errHeaderListTooLarge when the peer would refuse the headers.
 func (c *h2conn) writeMsg(s *streamCore, o *outFrames, done <-chan struct{}) error {
 	total := 0
 	var pre [msgHeaderLen]byte
@@ -196,13 +214,15 @@ func (c *h2conn) writeMsg(s *streamCore, o *outFrames, done <-chan struct{}) err
 		binary.BigEndian.PutUint32(pre[1:], uint32(len(o.msg)))
 	}
 	sent := 0
+	stall := stallTimer{d: o.stallLimit}
+	defer stall.granted()
 	for {
 		q := 0
 		if sent < total {
 			var err error
 			// Headers are not flow-controlled: a stream without an id yet, or with headers to
 			// send, must not wait for window before they are out.
-			q, err = c.sendQuota(s, total-sent, done, s.id != 0 && o.hdr == nil)
+			q, err = c.sendQuota(s, total-sent, done, s.id != 0 && o.hdr == nil, &stall)
 			if err != nil {
 				return err
 			}

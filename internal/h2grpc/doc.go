@@ -10,11 +10,15 @@
 // in both directions, HEADERS/CONTINUATION with hpack), gRPC message framing (the 5-byte
 // prefix), gRPC metadata, status and timeout encoding, grpc-go compatible stats.Handler events
 // (so otelgrpc's handlers work unchanged) and the grpc call options the gateway uses
-// (Header, Trailer, Peer, ForceCodecV2, MaxCallRecvMsgSize).
+// (Header, Trailer, Peer, ForceCodecV2, MaxCallRecvMsgSize). A server holds each client to
+// hard limits (ServerConfig): the frame size it reads, the header list, concurrent streams,
+// the handshake, the first message and unread answers in time, and PINGs (grpc-go's
+// keepalive enforcement).
 //
 // What it refuses to do: compression (a compressed message is refused with the status grpc-go
-// uses), name resolution, load balancing, retries, keepalive pings, a background reconnect loop
-// (the ClientConn dials lazily on the next call), channelz, binary logging and interceptors.
+// uses), name resolution, load balancing, retries, sending keepalive pings, a background
+// reconnect loop (the ClientConn dials lazily on the next call), channelz, binary logging and
+// interceptors.
 // Compose middleware in the handler instead.
 //
 // Concurrency: Server, ClientConn and their streams are safe for the concurrent use grpc-go

@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -26,7 +27,42 @@ var (
 	errConnClosed = errors.New("connection closed")
 	errStreamDone = errors.New("stream closed")
 	errDone       = errors.New("waiting ended") // the caller's done channel fired
+	// errWriteStalled: a write waited for flow-control window longer than its stall limit.
+	errWriteStalled = errors.New("the peer opened no flow-control window within the write timeout")
 )
+
+// stallTimer bounds how long one write may wait for flow-control window without being
+// granted any (ServerConfig.WriteTimeout). Its clock runs only while the write waits, and
+// starts again after each grant, so a peer that reads slowly but steadily is not cut off. A
+// nil *stallTimer, or one with d <= 0, never fires; the timer is made on the first wait only.
+type stallTimer struct {
+	d       time.Duration
+	t       *time.Timer
+	running bool
+}
+
+// wait returns the channel that fires when the write has waited d since the last grant.
+func (s *stallTimer) wait() <-chan time.Time {
+	if s == nil || s.d <= 0 {
+		return nil
+	}
+	switch {
+	case s.t == nil:
+		s.t = time.NewTimer(s.d)
+	case !s.running:
+		s.t.Reset(s.d)
+	}
+	s.running = true
+	return s.t.C
+}
+
+// granted stops the clock: the peer opened some window.
+func (s *stallTimer) granted() {
+	if s != nil && s.running {
+		s.t.Stop()
+		s.running = false
+	}
+}
 
 // streamCore is what the connection knows of a stream, whichever side it is on.
 type streamCore struct {
@@ -48,8 +84,9 @@ type streamCore struct {
 // sendQuota takes up to want bytes of send window for s: the minimum of the connection's and
 // the stream's windows. When none is open it flushes what is buffered and waits for a
 // WINDOW_UPDATE or SETTINGS, unless block is false (then it returns 0). It fails when the
-// stream or the connection ends, or with errDone when done fires.
-func (c *h2conn) sendQuota(s *streamCore, want int, done <-chan struct{}, block bool) (int, error) {
+// stream or the connection ends, with errDone when done fires, and with errWriteStalled when
+// stall fires first.
+func (c *h2conn) sendQuota(s *streamCore, want int, done <-chan struct{}, block bool, stall *stallTimer) (int, error) {
 	for {
 		c.mu.Lock()
 		if c.dead {
@@ -68,6 +105,7 @@ func (c *h2conn) sendQuota(s *streamCore, want int, done <-chan struct{}, block 
 			c.sendWin -= n
 			s.sendWin -= n
 			c.mu.Unlock()
+			stall.granted()
 			return int(n), nil
 		}
 		if !block {
@@ -84,6 +122,8 @@ func (c *h2conn) sendQuota(s *streamCore, want int, done <-chan struct{}, block 
 		case <-ch:
 		case <-done:
 			return 0, errDone
+		case <-stall.wait():
+			return 0, errWriteStalled
 		}
 	}
 }

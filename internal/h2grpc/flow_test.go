@@ -14,15 +14,15 @@ func TestSendQuota(t *testing.T) {
 	s := &streamCore{id: 1, sendWin: 10, winInit: true}
 	c.streams[1] = &ServerStream{}
 	c.sendWin = 100
-	if n, err := c.sendQuota(s, 50, nil, true); n != 10 || err != nil {
+	if n, err := c.sendQuota(s, 50, nil, true, nil); n != 10 || err != nil {
 		t.Fatalf("quota %d, %v; want 10", n, err)
 	}
-	if n, err := c.sendQuota(s, 50, nil, false); n != 0 || err != nil {
+	if n, err := c.sendQuota(s, 50, nil, false, nil); n != 0 || err != nil {
 		t.Fatalf("closed window: %d, %v", n, err)
 	}
 	got := make(chan int, 1)
 	go func() {
-		n, _ := c.sendQuota(s, 50, nil, true)
+		n, _ := c.sendQuota(s, 50, nil, true, nil)
 		got <- n
 	}()
 	time.Sleep(10 * time.Millisecond)
@@ -35,13 +35,13 @@ func TestSendQuota(t *testing.T) {
 	}
 	done := make(chan struct{})
 	close(done)
-	if _, err := c.sendQuota(s, 1, done, true); err != errDone {
+	if _, err := c.sendQuota(s, 1, done, true, nil); err != errDone {
 		t.Errorf("done: %v", err)
 	}
 	c.mu.Lock()
 	s.sendDone = true
 	c.mu.Unlock()
-	if _, err := c.sendQuota(s, 1, nil, true); err != errStreamDone {
+	if _, err := c.sendQuota(s, 1, nil, true, nil); err != errStreamDone {
 		t.Errorf("stream done: %v", err)
 	}
 }

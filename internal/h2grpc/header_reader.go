@@ -9,6 +9,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
+// frameHeaderLen is the size of an HTTP/2 frame header.
+const frameHeaderLen = 9
+
 // headerReader decodes a connection's header blocks (a HEADERS frame and its CONTINUATION
 // frames) into a MetaHeadersFrame, as x/net's Framer does when ReadMetaHeaders is set: the
 // same size limits, field checks and errors. It exists because that path allocates a frame,
@@ -41,7 +44,11 @@ func (r *headerReader) readFrame() (http2.Frame, error) {
 		return nil, err
 	}
 	if hf, ok := f.(*http2.HeadersFrame); ok {
-		return r.read(hf)
+		mh, err := r.read(hf)
+		if err != nil {
+			return nil, err // a nil Frame, not a nil *MetaHeadersFrame in one
+		}
+		return mh, nil
 	}
 	return f, nil
 }
@@ -54,10 +61,13 @@ func (r *headerReader) read(hf *http2.HeadersFrame) (*http2.MetaHeadersFrame, er
 	r.sawRegular, r.invalid = false, nil
 	r.dec.SetEmitEnabled(true)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
+	// wire counts the block's frames, their headers too, so that CONTINUATION frames that
+	// carry little or nothing cannot go on for ever (CVE-2024-27316's flood).
+	wire := int64(frameHeaderLen + len(frag))
 	for {
-		// A block far over the limit, or more of a block after an invalid field, is not
-		// decoded: the connection is closed.
-		if int64(len(frag)) > 2*int64(r.headersRemain+r.trailersRemain) || r.invalid != nil {
+		// A block far over the limit, on the wire or decoded, or more of a block after an
+		// invalid field, is not decoded: the connection is closed.
+		if int64(len(frag)) > 2*int64(r.headersRemain+r.trailersRemain) || wire > 4*int64(r.maxList)+frameHeaderLen || r.invalid != nil {
 			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if _, err := r.dec.Write(frag); err != nil {
@@ -72,6 +82,7 @@ func (r *headerReader) read(hf *http2.HeadersFrame) (*http2.MetaHeadersFrame, er
 		}
 		cf := f.(*http2.ContinuationFrame) // the Framer guarantees the order
 		frag, ended = cf.HeaderBlockFragment(), cf.HeadersEnded()
+		wire += int64(frameHeaderLen + len(frag))
 	}
 	if err := r.dec.Close(); err != nil {
 		return nil, http2.ConnectionError(http2.ErrCodeCompression)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -28,6 +29,9 @@ type recvBuf struct {
 	// peer (padding included), credited to it (initial window + updates), and consumed by
 	// the application (plus padding, consumed at once).
 	received, credited, consumed int64
+	// firstTimer (server streams with ServerConfig.FirstMessageTimeout) fires when the first
+	// message is late; nil once it arrived, the client ended its side or the stream ended.
+	firstTimer *time.Timer
 }
 
 func (r *recvBuf) init() { r.credited = streamRecvWindow }
@@ -52,14 +56,30 @@ func (r *recvBuf) push(data []byte, frameLen int, end bool) http2.ErrCode {
 	if end {
 		r.eof = true
 	}
+	if r.firstTimer != nil && (end || firstMessageIn(r.buf)) {
+		r.stopFirstTimerLocked()
+	}
 	r.signalLocked()
 	return http2.ErrCodeNo
+}
+
+// firstMessageIn reports whether buf, a stream's data from its start, holds a whole message.
+func firstMessageIn(buf []byte) bool {
+	return len(buf) >= msgHeaderLen && uint64(len(buf)) >= msgHeaderLen+uint64(binary.BigEndian.Uint32(buf[1:msgHeaderLen]))
+}
+
+func (r *recvBuf) stopFirstTimerLocked() {
+	if r.firstTimer != nil {
+		r.firstTimer.Stop()
+		r.firstTimer = nil
+	}
 }
 
 // setEOF marks END_STREAM carried by a HEADERS frame (trailers).
 func (r *recvBuf) setEOF() {
 	r.mu.Lock()
 	r.eof = true
+	r.stopFirstTimerLocked()
 	r.signalLocked()
 	r.mu.Unlock()
 }
@@ -70,6 +90,7 @@ func (r *recvBuf) abort(err error) {
 	if r.err == nil {
 		r.err = err
 	}
+	r.stopFirstTimerLocked()
 	r.signalLocked()
 	r.mu.Unlock()
 }

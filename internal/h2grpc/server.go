@@ -19,12 +19,15 @@ import (
 const (
 	defaultMaxRecvMsgSize = 4 << 20
 	defaultMaxStreams     = 1000
-	// handshakeTimeout bounds the transport handshake of an accepted connection (grpc-go's
-	// connection timeout).
-	handshakeTimeout = 120 * time.Second
+	// defaultKeepaliveMinTime is grpc-go's keepalive.EnforcementPolicy.MinTime default.
+	defaultKeepaliveMinTime = 5 * time.Minute
+	// defaultHandshakeTimeout is grpc-go's connection timeout.
+	defaultHandshakeTimeout = 120 * time.Second
 	// drainReadTimeout bounds how long a drained connection waits for the client to close
 	// before closing it (closing at once could reset data the client has not read yet).
 	drainReadTimeout = time.Second
+	// closeWriteTimeout bounds the last write (a GOAWAY) to a connection closed for an error.
+	closeWriteTimeout = time.Second
 )
 
 // ErrServerStopped is what Serve returns when called after Stop or GracefulStop.
@@ -53,6 +56,36 @@ type ServerConfig struct {
 	// message; beyond them the call fails with ResourceExhausted.
 	MaxRecvMsgSize int
 	MaxSendMsgSize int
+	// MaxFrameSize is the SETTINGS_MAX_FRAME_SIZE announced and the largest frame read: a
+	// client that sends a larger one loses the connection (GOAWAY FRAME_SIZE_ERROR) before
+	// its payload is read, so no read buffer grows past it. 0 means 16384, the HTTP/2
+	// default; it is raised to 16384 and capped at 1<<24-1, HTTP/2's bounds.
+	MaxFrameSize uint32
+	// MaxHeaderListSize is the SETTINGS_MAX_HEADER_LIST_SIZE announced: a request whose
+	// header block decodes (hpack-counted: each field's name and value plus 32) to more is
+	// refused with RST_STREAM(FRAME_SIZE_ERROR), and one whose encoded block goes on far past
+	// it loses the connection. 0 means 16 MiB, grpc-go's default.
+	MaxHeaderListSize uint32
+	// KeepaliveMinTime is the shortest interval allowed between a client's PINGs, as
+	// grpc-go's keepalive.EnforcementPolicy.MinTime (with PermitWithoutStream): after more
+	// than two PINGs closer than that (counting anew at each new stream), the connection
+	// gets GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings") and is closed. 0 means 5 minutes,
+	// grpc-go's default.
+	KeepaliveMinTime time.Duration
+	// FirstMessageTimeout bounds how long a call's first request message (or the end of
+	// the client's side) may take to arrive after its headers; later, the stream is reset
+	// (RST_STREAM CANCEL) and the handler's RecvMsg fails with DeadlineExceeded. The call's
+	// own deadline still applies when it is sooner. 0: no bound but the call's deadline.
+	FirstMessageTimeout time.Duration
+	// WriteTimeout bounds how long a handler's write may wait for the client to open
+	// flow-control window without being granted any; then the stream is reset (RST_STREAM
+	// CANCEL) and SendMsg fails with DeadlineExceeded, so a client that does not read
+	// cannot hold a handler. 0: no bound but the call's deadline.
+	WriteTimeout time.Duration
+	// HandshakeTimeout bounds the transport handshake of an accepted connection (TLS, peer
+	// credentials), and then the client's HTTP/2 preface, like grpc.ConnectionTimeout. 0 means
+	// 120 seconds, grpc-go's default.
+	HandshakeTimeout time.Duration
 }
 
 // Server accepts gRPC connections and runs Handler for every call. Its methods are safe for
@@ -84,6 +117,16 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxSendMsgSize <= 0 {
 		cfg.MaxSendMsgSize = math.MaxInt32
+	}
+	cfg.MaxFrameSize = min(max(cfg.MaxFrameSize, defaultMaxFrameSize), 1<<24-1)
+	if cfg.MaxHeaderListSize == 0 {
+		cfg.MaxHeaderListSize = maxHeaderListSize
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if cfg.KeepaliveMinTime <= 0 {
+		cfg.KeepaliveMinTime = defaultKeepaliveMinTime
 	}
 	s := &Server{
 		cfg:   cfg,
@@ -163,7 +206,7 @@ func (s *Server) Serve(l net.Listener) error {
 // serveConn makes the transport handshake of raw and serves the connection until it ends.
 func (s *Server) serveConn(raw net.Conn) {
 	defer s.connWG.Done()
-	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	_ = raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	nc, auth, err := s.cfg.Creds.ServerHandshake(raw)
 	if err != nil {
 		raw.Close()

@@ -37,11 +37,79 @@ type serverConn struct {
 	handlers atomic.Int32
 	draining atomic.Bool // GOAWAY sent
 	drained  atomic.Bool // draining and the last stream ended
+
+	// Keepalive enforcement (ServerConfig.KeepaliveMinTime); reader goroutine only.
+	lastPing    time.Time
+	pingStrikes int
+	// gaps are the last ranges of client stream ids skipped when a stream opened with an id
+	// more than 2 above the previous one (gRPC clients skip none); reader goroutine only.
+	gaps [maxGaps][2]uint32
+	nGap int
+	// closed are the last streams closed by both sides' END_STREAM or by the client's
+	// RST_STREAM: a DATA frame the client sends on one is a connection error (STREAM_CLOSED),
+	// unlike on a stream the server reset, whose client may not have learned it yet. Under
+	// h2conn.mu.
+	closed  [maxClosed]uint32
+	nClosed int
 }
+
+// maxClosed is how many closed streams a connection remembers (see serverConn.closed); a
+// DATA frame on one closed longer ago is dropped like one on a stream the server reset.
+const maxClosed = 16
+
+// noteClosed records that stream id is closed on both sides.
+func (sc *serverConn) noteClosed(id uint32) {
+	sc.mu.Lock()
+	sc.closed[sc.nClosed%maxClosed] = id
+	sc.nClosed++
+	sc.mu.Unlock()
+}
+
+// wasClosed reports whether stream id is among the recorded closed streams.
+func (sc *serverConn) wasClosed(id uint32) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, c := range sc.closed[:min(sc.nClosed, maxClosed)] {
+		if c == id {
+			return true
+		}
+	}
+	return false
+}
+
+// maxGaps is how many skipped ranges a connection remembers: enough to tell a client that
+// goes back to a skipped id (PROTOCOL_ERROR) from one that reuses a closed stream
+// (STREAM_CLOSED) in every case but a client that skips ids over and over.
+const maxGaps = 4
+
+// noteSkipped records the ids a new stream id skips.
+func (sc *serverConn) noteSkipped(id uint32) {
+	if lo := sc.maxID.Load() + 2; id > lo {
+		sc.gaps[sc.nGap%maxGaps] = [2]uint32{lo, id - 2}
+		sc.nGap++
+	}
+}
+
+// skipped reports whether id is among the recorded skipped ids.
+func (sc *serverConn) skipped(id uint32) bool {
+	for _, g := range sc.gaps[:min(sc.nGap, maxGaps)] {
+		if g[0] <= id && id <= g[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPingStrikes is how many PINGs closer than KeepaliveMinTime a connection may send before
+// it is closed (grpc-go's number).
+const maxPingStrikes = 2
+
+// errTooManyPings ends a connection whose client pings more often than KeepaliveMinTime.
+var errTooManyPings = errors.New("too_many_pings")
 
 func newServerConn(s *Server, nc net.Conn, auth credentials.AuthInfo) *serverConn {
 	sc := &serverConn{srv: s}
-	sc.init(nc)
+	sc.init(nc, s.cfg.MaxFrameSize, s.cfg.MaxHeaderListSize)
 	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	ctx := peer.NewContext(context.Background(), sc.peer)
 	if len(s.sh) > 0 {
@@ -60,7 +128,7 @@ func (sc *serverConn) serve() {
 	}
 	defer sc.shutdown()
 	var pre [len(http2.ClientPreface)]byte
-	_ = sc.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	_ = sc.nc.SetReadDeadline(time.Now().Add(sc.srv.cfg.HandshakeTimeout))
 	if _, err := io.ReadFull(sc.br, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
 		return
 	}
@@ -88,12 +156,23 @@ func (sc *serverConn) serve() {
 		}
 		var se http2.StreamError
 		if errors.As(err, &se) {
+			if f == nil && se.StreamID%2 == 1 && se.StreamID > sc.maxID.Load() {
+				// A request whose header block was refused (an invalid field): its stream is
+				// closed now, so the rest of its frames are not taken for an idle stream's.
+				sc.noteSkipped(se.StreamID)
+				sc.maxID.Store(se.StreamID)
+			}
 			sc.resetStream(se.StreamID, se.Code)
 			continue
 		}
 		var ce http2.ConnectionError
-		if errors.As(err, &ce) {
-			sc.connError(http2.ErrCode(ce))
+		switch {
+		case errors.As(err, &ce):
+			sc.connError(http2.ErrCode(ce), "")
+		case errors.Is(err, http2.ErrFrameTooLarge):
+			sc.connError(http2.ErrCodeFrameSize, "")
+		case err == errTooManyPings:
+			sc.connError(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
 		}
 		return
 	}
@@ -106,17 +185,29 @@ func (sc *serverConn) handle(f http2.Frame) error {
 	case *http2.DataFrame:
 		return sc.onData(f)
 	case *http2.RSTStreamFrame:
-		if st := sc.lookup(f.StreamID); st != nil {
-			st.(*ServerStream).reset(status.FromContextError(context.Canceled).Err())
-		} else if f.StreamID > sc.maxID.Load() {
+		if f.StreamID > sc.maxID.Load() {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // RST_STREAM on an idle stream
 		}
+		if st := sc.lookup(f.StreamID); st != nil {
+			st.(*ServerStream).reset(status.FromContextError(context.Canceled).Err())
+		}
+		sc.noteClosed(f.StreamID) // the client will send nothing more on it
 	case *http2.SettingsFrame:
 		return sc.onSettings(f, nil)
 	case *http2.PingFrame:
+		if err := sc.enforceKeepalive(f); err != nil {
+			return err
+		}
 		return sc.onPing(f)
 	case *http2.WindowUpdateFrame:
+		if f.StreamID > sc.maxID.Load() {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // WINDOW_UPDATE on an idle stream
+		}
 		return sc.onWindowUpdate(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol} // §5.3.1
+		}
 	case *http2.GoAwayFrame:
 		// The client will open no more streams; those open finish normally.
 	case *http2.PushPromiseFrame:
@@ -134,7 +225,10 @@ func (sc *serverConn) onData(f *http2.DataFrame) error {
 		if f.StreamID > sc.maxID.Load() {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream
 		}
-		return nil // a stream that ended here before the client knew
+		if sc.wasClosed(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeStreamClosed) // §5.1, "closed"
+		}
+		return nil // a stream the server reset before the client knew
 	}
 	if code := st.core().rb.push(f.Data(), int(f.Length), f.StreamEnded()); code != http2.ErrCodeNo {
 		return http2.StreamError{StreamID: f.StreamID, Code: code}
@@ -150,29 +244,75 @@ func (sc *serverConn) resetStream(id uint32, code http2.ErrCode) {
 	sc.queueRST(id, code)
 }
 
-// connError sends GOAWAY(code) (best effort) and closes the connection.
-func (sc *serverConn) connError(code http2.ErrCode) {
-	sc.w.queue(ctlFrame{kind: ctlGoAway, streamID: sc.maxID.Load(), code: code})
+// connError sends GOAWAY(code, debug) and closes the connection. The GOAWAY is flushed
+// before the close (so the client learns why), within closeWriteTimeout: a writer stuck on a
+// client that does not read fails then and leaves the write lock.
+func (sc *serverConn) connError(code http2.ErrCode, debug string) {
+	sc.w.queue(ctlFrame{kind: ctlGoAway, streamID: sc.maxID.Load(), code: code, debug: debug})
+	_ = sc.nc.SetWriteDeadline(time.Now().Add(closeWriteTimeout))
+	sc.w.flushThen(func() {})
 	sc.nc.Close()
+}
+
+// enforceKeepalive counts a PING that comes sooner than KeepaliveMinTime after the previous
+// one as a strike, and fails with errTooManyPings past maxPingStrikes, as grpc-go's server
+// does. As there, a PING after the server sent HEADERS or DATA clears the strikes: clients
+// measure the bandwidth-delay product with PINGs answering data they receive.
+func (sc *serverConn) enforceKeepalive(f *http2.PingFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	now := time.Now()
+	defer func() { sc.lastPing = now }()
+	if sc.w.sentStream.Load() {
+		sc.w.sentStream.Store(false)
+		sc.pingStrikes = 0
+		return nil
+	}
+	if !sc.lastPing.IsZero() && now.Sub(sc.lastPing) < sc.srv.cfg.KeepaliveMinTime {
+		sc.pingStrikes++
+	}
+	if sc.pingStrikes > maxPingStrikes {
+		return errTooManyPings
+	}
+	return nil
 }
 
 func (sc *serverConn) onHeaders(f *http2.MetaHeadersFrame) error {
 	id := f.StreamID
 	if st := sc.lookup(id); st != nil {
-		// Trailers from the client: they must end the stream.
-		if !f.StreamEnded() {
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		// Trailers from the client: they must end the stream, on a stream the client has not
+		// ended yet, and carry no pseudo-header (RFC 9113 §8.1).
+		rb := &st.core().rb
+		rb.mu.Lock()
+		ended := rb.eof
+		rb.mu.Unlock()
+		switch {
+		case ended:
+			return http2.ConnectionError(http2.ErrCodeStreamClosed) // half-closed (remote)
+		case !f.StreamEnded() || len(f.PseudoFields()) > 0:
+			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
-		st.core().rb.setEOF()
+		rb.setEOF()
 		return nil
 	}
 	if id%2 != 1 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	if id <= sc.maxID.Load() {
-		return nil // headers for a stream that ended here: ignore
+		// Not a new stream: one that was skipped (a smaller id than one already used), or one
+		// that is closed. gRPC clients send no HEADERS frame on a stream after its first.
+		if sc.skipped(id) {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	}
+	sc.noteSkipped(id)
 	sc.maxID.Store(id)
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		sc.queueRST(id, http2.ErrCodeProtocol) // a stream cannot depend on itself (§5.3.1)
+		return nil
+	}
 	if sc.draining.Load() {
 		sc.queueRST(id, http2.ErrCodeRefusedStream)
 		return nil
@@ -200,6 +340,7 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 		hasTimeout bool
 		headerErr  *status.Status
 		protoErr   bool
+		hasScheme  bool
 	)
 	for _, hf := range f.Fields {
 		switch hf.Name {
@@ -222,6 +363,10 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 			st.httpMethod = hf.Value
 		case ":path":
 			method = hf.Value
+		case ":scheme":
+			hasScheme = true
+		case "te":
+			protoErr = protoErr || hf.Value != "trailers" // the only TE value HTTP/2 allows
 		case "grpc-timeout":
 			hasTimeout = true
 			var err error
@@ -251,7 +396,9 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 		sc.earlyAbort(id, st.subtype, status.New(codes.Internal, "both :authority and host must have only one value as per HTTP/2 spec"), 400, !end)
 		return nil
 	}
-	if protoErr {
+	// A malformed request (RFC 9113 §8.2.2, §8.3.1: a connection-specific field, a TE other
+	// than "trailers", a missing :method, :scheme or :path, an empty :path) is a stream error.
+	if protoErr || st.httpMethod == "" || method == "" || !hasScheme {
 		sc.queueRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
@@ -298,6 +445,11 @@ func (sc *serverConn) newStream(f *http2.MetaHeadersFrame) error {
 	st.s.sendWin, st.s.winBase, st.s.winInit = sc.peerInitWin, sc.peerInitWin, true
 	sc.streams[id] = st
 	sc.mu.Unlock()
+	if d := sc.srv.cfg.FirstMessageTimeout; d > 0 && !end {
+		st.s.rb.mu.Lock() // the timer's function reads it under the lock
+		st.s.rb.firstTimer = time.AfterFunc(d, st.firstMessageLate)
+		st.s.rb.mu.Unlock()
+	}
 
 	var ctx context.Context
 	if hasTimeout {
@@ -321,6 +473,9 @@ func (sc *serverConn) earlyAbort(id uint32, sub string, st *status.Status, httpS
 	}
 	hf = appendStatusFields(hf, st)
 	sc.w.queue(ctlFrame{kind: ctlHeaders, streamID: id, hf: hf, end: true, rstAfter: rst})
+	if !rst {
+		sc.noteClosed(id) // the client had ended its side: both have
+	}
 }
 
 // streamDone takes an ended stream out of the table; on a draining connection the last one

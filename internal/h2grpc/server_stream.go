@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -134,7 +135,8 @@ func (st *ServerStream) SendMsg(m any) error {
 	now := st.sent > 0
 	st.sent++
 	st.hmu.Unlock()
-	if err := st.sc.writeMsg(&st.s, &outFrames{hdr: hdr, msg: p, hasMsg: true, now: now}, st.ctx.Done()); err != nil {
+	o := outFrames{hdr: hdr, msg: p, hasMsg: true, now: now, stallLimit: srv.cfg.WriteTimeout}
+	if err := st.sc.writeMsg(&st.s, &o, st.ctx.Done()); err != nil {
 		return st.writeError(err)
 	}
 	if len(srv.sh) > 0 {
@@ -215,6 +217,9 @@ func (st *ServerStream) run() {
 // the stream.
 func (st *ServerStream) finish(herr error) {
 	defer st.cancel()
+	st.s.rb.mu.Lock()
+	st.s.rb.stopFirstTimerLocked()
+	st.s.rb.mu.Unlock()
 	stat := statusOf(herr)
 	st.hmu.Lock()
 	if st.done {
@@ -244,6 +249,9 @@ func (st *ServerStream) finish(herr error) {
 	st.s.rb.mu.Lock()
 	rst := !st.s.rb.eof
 	st.s.rb.mu.Unlock()
+	if !rst {
+		st.sc.noteClosed(st.s.id) // both sides end the stream (before the client can see it)
+	}
 	err := st.sc.writeMsg(&st.s, &outFrames{hdr: hdr, trl: trl, rstAfter: rst, now: true}, nil)
 	st.sc.streamDone(st)
 	if err == nil && len(st.sc.srv.sh) > 0 {
@@ -266,6 +274,27 @@ func (st *ServerStream) reset(err error) {
 	if left == 0 && st.sc.draining.Load() {
 		go st.sc.finishDrain() // not on the reader goroutine: it takes the write lock
 	}
+}
+
+// firstMessageLate ends the stream when its first request message has not arrived within
+// ServerConfig.FirstMessageTimeout (the timer's function: it does nothing if the message,
+// the end of the client's side or the end of the stream came first).
+func (st *ServerStream) firstMessageLate() {
+	r := &st.s.rb
+	r.mu.Lock()
+	late := r.firstTimer != nil
+	r.firstTimer = nil
+	r.mu.Unlock()
+	if late {
+		st.abandon(status.Errorf(codes.DeadlineExceeded, "h2grpc: no request message within %v of the call's headers", st.sc.srv.cfg.FirstMessageTimeout))
+	}
+}
+
+// abandon ends a stream the server gives up on: the handler's reads and writes fail with
+// err, its context is cancelled, and the client gets RST_STREAM(CANCEL).
+func (st *ServerStream) abandon(err error) {
+	st.reset(err)
+	st.sc.queueRST(st.s.id, http2.ErrCodeCancel)
 }
 
 func (st *ServerStream) outHeaderStats() {
@@ -305,6 +334,10 @@ func (st *ServerStream) writeError(err error) error {
 		return status.Error(codes.Internal, "header list size to send violates the maximum size set by the client")
 	case errConnClosed:
 		return status.Error(codes.Unavailable, "transport is closing")
+	case errWriteStalled:
+		err := status.Errorf(codes.DeadlineExceeded, "h2grpc: the client opened no flow-control window within %v; stream reset", st.sc.srv.cfg.WriteTimeout)
+		st.abandon(err)
+		return err
 	}
 	if ctxErr := st.ctx.Err(); ctxErr != nil {
 		return status.FromContextError(ctxErr).Err()

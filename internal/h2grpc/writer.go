@@ -50,6 +50,7 @@ type ctlFrame struct {
 	hf       []hpack.HeaderField
 	end      bool // ctlHeaders: END_STREAM; then RST_STREAM(code) too when code != 0... see rstAfter
 	rstAfter bool
+	debug    string // ctlGoAway: the debug data
 	// A SETTINGS ack first applies the peer's settings that concern the writer.
 	maxFrame, tableSize, maxHeaderList uint32
 }
@@ -75,6 +76,7 @@ type frameWriter struct {
 	dhdr              [9]byte
 	waiting           atomic.Int32 // goroutines blocked in lock
 	buffered          atomic.Bool  // bytes left in bw at the last unlock
+	sentStream        atomic.Bool  // HEADERS or DATA written since the server's last PING check
 	onFail            func(error)
 	out               countingWriter // under bw: what the connection accepted
 
@@ -277,7 +279,7 @@ func (w *frameWriter) writeCtlLocked(c *ctlFrame) {
 	case ctlWindowUpdate:
 		err = w.fr.WriteWindowUpdate(c.streamID, c.n)
 	case ctlGoAway:
-		err = w.fr.WriteGoAway(c.streamID, c.code, nil)
+		err = w.fr.WriteGoAway(c.streamID, c.code, []byte(c.debug))
 	case ctlHeaders:
 		if err = w.writeHeadersLocked(c.streamID, c.hf, c.end); err == errHeaderListTooLarge {
 			err = w.fr.WriteRSTStream(c.streamID, http2.ErrCodeInternal)
@@ -306,6 +308,7 @@ func (w *frameWriter) writeHeadersLocked(id uint32, hf []hpack.HeaderField, end 
 		_ = w.enc.WriteField(f) // writes to a bytes.Buffer: cannot fail
 	}
 	block := w.hbuf.Bytes()
+	w.markSent()
 	first := true
 	for first || len(block) > 0 {
 		chunk := block
@@ -328,6 +331,14 @@ func (w *frameWriter) writeHeadersLocked(id uint32, hf []hpack.HeaderField, end 
 	return nil
 }
 
+// markSent records that HEADERS or DATA went out, for keepalive enforcement; it writes the
+// shared flag only when it changes.
+func (w *frameWriter) markSent() {
+	if !w.sentStream.Load() {
+		w.sentStream.Store(true)
+	}
+}
+
 // writeDataLocked writes one DATA frame whose payload is a followed by b (a gRPC message
 // prefix and a slice of the message), without copying them together first.
 func (w *frameWriter) writeDataLocked(id uint32, a, b []byte, end bool) error {
@@ -335,6 +346,7 @@ func (w *frameWriter) writeDataLocked(id uint32, a, b []byte, end bool) error {
 		return w.err
 	}
 	n := len(a) + len(b)
+	w.markSent()
 	h := w.dhdr[:]
 	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
 	h[3] = byte(http2.FrameData)

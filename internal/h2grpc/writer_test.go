@@ -77,7 +77,7 @@ func (c *recConn) frames(t *testing.T, w [][]byte) []any {
 
 func newTestConn(t *testing.T) *h2conn {
 	c := &h2conn{}
-	c.init(&recConn{closed: make(chan struct{})})
+	c.init(&recConn{closed: make(chan struct{})}, defaultMaxFrameSize, maxHeaderListSize)
 	t.Cleanup(func() { c.nc.Close(); c.w.stop() })
 	return c
 }

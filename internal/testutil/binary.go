@@ -61,7 +61,28 @@ type Process struct {
 // Start runs the binary with args and stops it (SIGKILL) when the test ends, if still running.
 func Start(t testing.TB, args ...string) *Process {
 	t.Helper()
-	p := &Process{cmd: exec.Command(Binary(t), args...), out: &SyncBuffer{}, done: make(chan struct{})}
+	return StartCommand(t, Binary(t), args...)
+}
+
+// StartCommand is Start for another program: a binary the test built itself, or a shell that
+// prepares the process (its cgroup, say) before it execs the binary.
+func StartCommand(t testing.TB, name string, args ...string) *Process {
+	t.Helper()
+	return start(t, exec.Command(name, args...))
+}
+
+// StartEnv is Start with env (KEY=value entries) as the whole environment, in place of the
+// test's.
+func StartEnv(t testing.TB, env []string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = env
+	return start(t, cmd)
+}
+
+func start(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p := &Process{cmd: cmd, out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -76,6 +97,9 @@ func (p *Process) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
 }
+
+// PID is the process's id (for reading /proc/PID).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }

@@ -203,11 +203,14 @@ func (w *world) backendSnapshots() []string {
 	return ids
 }
 
-// usageOf returns a tenant's recorded usage (and reservations in flight).
+// usageNow returns a tenant's recorded usage (and reservations in flight); a store that
+// cannot tell fails the test by panicking (there is no *testing.T here).
 func (l *Ledger) usageNow(tenant string) usage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return *l.usageOf(tenant)
+	u, err := l.store.usage(context.Background(), tenant)
+	if err != nil {
+		panic(err)
+	}
+	return u
 }
 
 // unscope returns the backend ID behind a tenant's ID, failing the test when it is not one.

@@ -9,11 +9,13 @@
 //   - IDs the backend returns reach the tenant as "TENANT.ID" and are turned back on the way
 //     in (ScopeID, UnscopeID). The encoding is stable and reversible; tenant names cannot
 //     contain the separator, so no two tenants' scoped strings can coincide.
-//   - Who owns which backend object is recorded in a Ledger (a bbolt file) when the object is
-//     created and forgotten when it is deleted. An ID the calling tenant does not own is
-//     NOT_FOUND (a delete of it is OK, as for any absent object) and is never forwarded, so
-//     another tenant's objects are neither reached nor revealed, even to a caller who guesses
-//     a backend ID.
+//   - Who owns which backend object is recorded in a Ledger when the object is created and
+//     forgotten when it is deleted. An ID the calling tenant does not own is NOT_FOUND (a
+//     delete of it is OK, as for any absent object) and is never forwarded, so another
+//     tenant's objects are neither reached nor revealed, even to a caller who guesses a
+//     backend ID. The Ledger keeps its state in a Store: a bbolt file for one central gateway
+//     (OpenBolt), or etcd for any number of replicas (OpenEtcd), where every change is a
+//     transaction and quota holds are bound to the replica's lease.
 //   - List calls return only the tenant's entries, page by page, with the backend's own
 //     pagination tokens sealed (AES-GCM) for the tenant and the listing: they stay valid as
 //     long as the backend's do, reveal nothing of other tenants, and another tenant's token,

@@ -25,7 +25,7 @@ type Invoker func(ctx context.Context, method string, req proto.Message) (proto.
 func (l *Ledger) Handle(ctx context.Context, tenant, method string, req proto.Message, invoke Invoker) (proto.Message, error) {
 	c := &call{l: l, tenant: tenant, method: method, b: behaviours[method], invoke: invoke}
 	scoped := proto.Clone(req)
-	if err := c.scopeRequest(scoped); err != nil {
+	if err := c.scopeRequest(ctx, scoped); err != nil {
 		var absent *absentError
 		if errors.As(err, &absent) && (c.b.lists != 0 || c.b.deletes == absent.kind || c.b.absentOK) {
 			// Deleting, unpublishing or listing by what the tenant does not own: as for an
@@ -49,16 +49,18 @@ func (l *Ledger) Handle(ctx context.Context, tenant, method string, req proto.Me
 		return nil, err
 	}
 	if method == getCapacity {
-		c.limitCapacity(resp.(*csi.GetCapacityResponse))
+		if err := c.limitCapacity(ctx, resp.(*csi.GetCapacityResponse)); err != nil {
+			return nil, err
+		}
 	}
 	return resp, c.scopeResponse(resp)
 }
 
 // ScopeRequest scopes the request of a streaming call in place (the stream's responses
 // carry no references). A reference to an object the tenant does not own is NOT_FOUND.
-func (l *Ledger) ScopeRequest(tenant, method string, req proto.Message) error {
+func (l *Ledger) ScopeRequest(ctx context.Context, tenant, method string, req proto.Message) error {
 	c := &call{l: l, tenant: tenant, method: method, b: behaviours[method]}
-	return c.scopeRequest(req)
+	return c.scopeRequest(ctx, req)
 }
 
 // call is one call of a tenant on its way through Handle.
@@ -89,7 +91,7 @@ func ledgerError(err error) error {
 // scopeRequest turns the tenant's request into the backend's, in place: the name of an
 // object to create gets the tenant's prefix, references lose it. A reference to an object
 // the tenant does not own is an *absentError.
-func (c *call) scopeRequest(req proto.Message) error {
+func (c *call) scopeRequest(ctx context.Context, req proto.Message) error {
 	m := req.ProtoReflect()
 	if len(c.b.creates) > 0 {
 		if fd := m.Descriptor().Fields().ByName("name"); fd != nil && m.Get(fd).String() != "" {
@@ -108,7 +110,7 @@ func (c *call) scopeRequest(req proto.Message) error {
 		if !ok {
 			return "", &absentError{r}
 		}
-		owned, err := c.owns(r.kind, backendID)
+		owned, err := c.owns(ctx, r.kind, backendID)
 		if err != nil {
 			return "", err
 		}
@@ -120,8 +122,8 @@ func (c *call) scopeRequest(req proto.Message) error {
 }
 
 // owns reports whether the ledger gives the backend object to the call's tenant.
-func (c *call) owns(kind Kind, backendID string) (bool, error) {
-	rec, ok, err := c.l.Lookup(kind, backendID)
+func (c *call) owns(ctx context.Context, kind Kind, backendID string) (bool, error) {
+	rec, ok, err := c.l.Lookup(ctx, kind, backendID)
 	if err != nil {
 		return false, ledgerError(err)
 	}
@@ -140,9 +142,9 @@ func (c *call) scopeResponse(resp proto.Message) error {
 
 // record gives a backend object the backend just created or changed to the tenant; res, if
 // any, is the quota the call held for it.
-func (c *call) record(kind Kind, backendID string, r Record, res *reservation) error {
+func (c *call) record(ctx context.Context, kind Kind, backendID string, r Record, res *reservation) error {
 	r.Tenant = c.tenant
-	err := c.l.recordReserved(kind, backendID, r, res)
+	err := c.l.recordReserved(ctx, kind, backendID, r, res)
 	if errors.Is(err, errOwnedElsewhere) {
 		return status.Errorf(codes.Internal, "csi-gateway: the backend answered %s with a %s that belongs to another tenant; the gateway withheld it (is the backend shared with something that reuses IDs?)", strings.TrimPrefix(c.method, "/"), kind)
 	}

@@ -78,10 +78,10 @@ func TestSameNameTwoTenants(t *testing.T) {
 	wantCode(t, err, codes.ResourceExhausted, "maxVolumes")
 
 	// The backend's names are the scoped ones.
-	if id, ok, _ := w.ledger.ByName(Volume, "blue.pvc-1"); !ok || id != unscope(t, "blue", blue) {
+	if id, ok, _ := w.ledger.ByName(t.Context(), Volume, "blue.pvc-1"); !ok || id != unscope(t, "blue", blue) {
 		t.Errorf("the ledger has blue.pvc-1 as %q, %t", id, ok)
 	}
-	if id, ok, _ := w.ledger.ByName(Volume, "green.pvc-1"); !ok || id != unscope(t, "green", green) {
+	if id, ok, _ := w.ledger.ByName(t.Context(), Volume, "green.pvc-1"); !ok || id != unscope(t, "green", green) {
 		t.Errorf("the ledger has green.pvc-1 as %q, %t", id, ok)
 	}
 }
@@ -312,7 +312,7 @@ func TestCrossTenantMatrix(t *testing.T) {
 		VolumeGroup:   {g.volumeGroup},
 	} {
 		for _, id := range ids {
-			if r, ok, err := w.ledger.Lookup(kind, unscope(t, "green", id)); err != nil || !ok || r.Tenant != "green" {
+			if r, ok, err := w.ledger.Lookup(t.Context(), kind, unscope(t, "green", id)); err != nil || !ok || r.Tenant != "green" {
 				t.Errorf("the ledger's %v %s: %+v, %t, %v", kind, id, r, ok, err)
 			}
 		}
@@ -737,11 +737,11 @@ func TestGroupSnapshots(t *testing.T) {
 	}
 	_, err = w.call("blue", getGroupSnapshot, &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: id})
 	wantCode(t, err, codes.NotFound)
-	if _, ok, _ := w.ledger.Lookup(GroupSnapshot, unscope(t, "blue", id)); ok {
+	if _, ok, _ := w.ledger.Lookup(t.Context(), GroupSnapshot, unscope(t, "blue", id)); ok {
 		t.Error("the ledger still has the group snapshot")
 	}
 	for _, m := range members {
-		if _, ok, _ := w.ledger.Lookup(Snapshot, unscope(t, "blue", m)); ok {
+		if _, ok, _ := w.ledger.Lookup(t.Context(), Snapshot, unscope(t, "blue", m)); ok {
 			t.Errorf("the ledger still has the member snapshot %s", m)
 		}
 	}
@@ -761,7 +761,7 @@ func TestGroupSnapshotDeleteWithoutSnapshotIDs(t *testing.T) {
 		t.Fatalf("the appliance still holds %v", s)
 	}
 	for _, s := range gs.GetSnapshots() {
-		if _, ok, _ := w.ledger.Lookup(Snapshot, unscope(t, "blue", s.GetSnapshotId())); ok {
+		if _, ok, _ := w.ledger.Lookup(t.Context(), Snapshot, unscope(t, "blue", s.GetSnapshotId())); ok {
 			t.Errorf("the ledger still records the deleted member snapshot %s", s.GetSnapshotId())
 		}
 	}
@@ -821,11 +821,11 @@ func TestVolumeGroups(t *testing.T) {
 		if _, err := w.raw(getVolume, &csi.ControllerGetVolumeRequest{VolumeId: unscope(t, "blue", v)}); status.Code(err) != codes.NotFound {
 			t.Errorf("the appliance still has member %s: %v", v, err)
 		}
-		if _, ok, _ := w.ledger.Lookup(Volume, unscope(t, "blue", v)); ok {
+		if _, ok, _ := w.ledger.Lookup(t.Context(), Volume, unscope(t, "blue", v)); ok {
 			t.Errorf("the ledger still has member %s", v)
 		}
 	}
-	if _, ok, _ := w.ledger.Lookup(VolumeGroup, unscope(t, "blue", id)); ok {
+	if _, ok, _ := w.ledger.Lookup(t.Context(), VolumeGroup, unscope(t, "blue", id)); ok {
 		t.Error("the ledger still has the group")
 	}
 	w.must("blue", getVolume, &csi.ControllerGetVolumeRequest{VolumeId: v2}) // left the group before
@@ -854,7 +854,7 @@ func TestLongNames(t *testing.T) {
 		t.Errorf("a retry with a long name returned %s, want %s", again, a)
 	}
 	scoped, _ := ScopeName("blue", long1)
-	if id, ok, _ := w.ledger.ByName(Volume, scoped); !ok || id != unscope(t, "blue", a) {
+	if id, ok, _ := w.ledger.ByName(t.Context(), Volume, scoped); !ok || id != unscope(t, "blue", a) {
 		t.Errorf("the ledger has %q as %q, %t", scoped, id, ok)
 	}
 	if u := w.ledger.usageNow("blue"); u.volumes != 2 {
@@ -901,7 +901,7 @@ func TestCrashHealing(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.must("blue", deleteVolume, &csi.DeleteVolumeRequest{VolumeId: id})
-	if _, ok, _ := w.ledger.Lookup(Volume, backendID); ok {
+	if _, ok, _ := w.ledger.Lookup(t.Context(), Volume, backendID); ok {
 		t.Error("the retried delete did not forget the volume")
 	}
 	if u := w.ledger.usageNow("blue"); u != (usage{}) {
@@ -944,7 +944,7 @@ func TestScopeRequestStreaming(t *testing.T) {
 	green := w.createSnapshot("green", "s", w.createVolume("green", "a", mib))
 
 	req := &csi.GetMetadataDeltaRequest{BaseSnapshotId: s1, TargetSnapshotId: s2, MaxResults: 10}
-	if err := w.ledger.ScopeRequest("blue", metadataDelta, req); err != nil {
+	if err := w.ledger.ScopeRequest(t.Context(), "blue", metadataDelta, req); err != nil {
 		t.Fatal(err)
 	}
 	if req.GetBaseSnapshotId() != unscope(t, "blue", s1) || req.GetTargetSnapshotId() != unscope(t, "blue", s2) || req.GetMaxResults() != 10 {
@@ -959,7 +959,7 @@ func TestScopeRequestStreaming(t *testing.T) {
 		if _, ok := r.(*csi.GetMetadataAllocatedRequest); ok {
 			method = metadataAllocated
 		}
-		wantCode(t, w.ledger.ScopeRequest("blue", method, r), codes.NotFound)
+		wantCode(t, w.ledger.ScopeRequest(t.Context(), "blue", method, r), codes.NotFound)
 	}
 }
 
@@ -967,7 +967,7 @@ func TestExpandRecordsSize(t *testing.T) {
 	w := newWorld(t, map[string]Quota{"blue": {MaxBytes: 100 * mib}})
 	a := w.createVolume("blue", "a", 10*mib)
 	w.must("blue", expandVolume, &csi.ControllerExpandVolumeRequest{VolumeId: a, CapacityRange: &csi.CapacityRange{RequiredBytes: 40 * mib}})
-	if r, _, _ := w.ledger.Lookup(Volume, unscope(t, "blue", a)); r.Bytes != 40*mib || r.Name != "blue.a" {
+	if r, _, _ := w.ledger.Lookup(t.Context(), Volume, unscope(t, "blue", a)); r.Bytes != 40*mib || r.Name != "blue.a" {
 		t.Errorf("the record after expansion: %+v", r)
 	}
 	// A smaller request (a volume cannot shrink) changes nothing.
@@ -976,7 +976,7 @@ func TestExpandRecordsSize(t *testing.T) {
 		t.Errorf("blue's usage = %+v", u)
 	}
 	// The name survives the expansion: a retry of the create is still a retry.
-	if _, ok, _ := w.ledger.ByName(Volume, "blue.a"); !ok {
+	if _, ok, _ := w.ledger.ByName(t.Context(), Volume, "blue.a"); !ok {
 		t.Error("the expansion lost the volume's name")
 	}
 }

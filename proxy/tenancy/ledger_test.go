@@ -21,26 +21,25 @@ func openLedger(t *testing.T, path string, quotas map[string]Quota) *Ledger {
 	return l
 }
 
-func TestLedgerSurvivesReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tenancy.db")
-	l := openLedger(t, path, nil)
+func testLedgerSurvivesReopen(t *testing.T, open opener) {
+	l := open(t, nil)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(l.Record(Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1", Bytes: 10 * mib}))
-	must(l.Record(Volume, "vol-2", Record{Tenant: "blue", Name: "blue.pvc-2", Bytes: 5 * mib}))
-	must(l.Record(Volume, "vol-3", Record{Tenant: "green", Name: "green.pvc-1", Bytes: 7 * mib}))
-	must(l.Record(Snapshot, "snap-1", Record{Tenant: "blue", Name: "blue.snap-1"}))
-	must(l.Record(GroupSnapshot, "gs-1", Record{Tenant: "green", Name: "green.gs-1"}))
-	must(l.Record(VolumeGroup, "vg-1", Record{Tenant: "blue", Name: "blue.vg-1"}))
+	must(l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1", Bytes: 10 * mib}))
+	must(l.Record(t.Context(), Volume, "vol-2", Record{Tenant: "blue", Name: "blue.pvc-2", Bytes: 5 * mib}))
+	must(l.Record(t.Context(), Volume, "vol-3", Record{Tenant: "green", Name: "green.pvc-1", Bytes: 7 * mib}))
+	must(l.Record(t.Context(), Snapshot, "snap-1", Record{Tenant: "blue", Name: "blue.snap-1"}))
+	must(l.Record(t.Context(), GroupSnapshot, "gs-1", Record{Tenant: "green", Name: "green.gs-1"}))
+	must(l.Record(t.Context(), VolumeGroup, "vg-1", Record{Tenant: "blue", Name: "blue.vg-1"}))
 	// A volume's new size (an expansion) keeps its name.
-	must(l.Record(Volume, "vol-2", Record{Tenant: "blue", Bytes: 8 * mib}))
+	must(l.Record(t.Context(), Volume, "vol-2", Record{Tenant: "blue", Bytes: 8 * mib}))
 	must(l.Close())
 
-	l = openLedger(t, path, nil)
+	l = open(t, nil)
 	for _, tc := range []struct {
 		kind Kind
 		id   string
@@ -53,20 +52,20 @@ func TestLedgerSurvivesReopen(t *testing.T) {
 		{GroupSnapshot, "gs-1", Record{Tenant: "green", Name: "green.gs-1"}},
 		{VolumeGroup, "vg-1", Record{Tenant: "blue", Name: "blue.vg-1"}},
 	} {
-		got, ok, err := l.Lookup(tc.kind, tc.id)
+		got, ok, err := l.Lookup(t.Context(), tc.kind, tc.id)
 		if err != nil || !ok || got != tc.want {
 			t.Errorf("Lookup(%v, %s) after reopening = %+v, %t, %v; want %+v", tc.kind, tc.id, got, ok, err, tc.want)
 		}
-		id, ok, err := l.ByName(tc.kind, tc.want.Name)
+		id, ok, err := l.ByName(t.Context(), tc.kind, tc.want.Name)
 		if err != nil || !ok || id != tc.id {
 			t.Errorf("ByName(%v, %s) after reopening = %q, %t, %v; want %s", tc.kind, tc.want.Name, id, ok, err, tc.id)
 		}
 	}
 	// Kinds do not share IDs or names.
-	if _, ok, _ := l.Lookup(Snapshot, "vol-1"); ok {
+	if _, ok, _ := l.Lookup(t.Context(), Snapshot, "vol-1"); ok {
 		t.Error("a volume's ID is known as a snapshot's")
 	}
-	if _, ok, _ := l.ByName(Snapshot, "blue.pvc-1"); ok {
+	if _, ok, _ := l.ByName(t.Context(), Snapshot, "blue.pvc-1"); ok {
 		t.Error("a volume's name is known as a snapshot's")
 	}
 	// Usage is rebuilt from the volumes' records.
@@ -78,41 +77,40 @@ func TestLedgerSurvivesReopen(t *testing.T) {
 	}
 }
 
-func TestLedgerQuotaSurvivesReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tenancy.db")
+func testLedgerQuotaSurvivesReopen(t *testing.T, open opener) {
 	quotas := map[string]Quota{"blue": {MaxVolumes: 2, MaxBytes: 20 * mib}}
-	l := openLedger(t, path, quotas)
-	if err := l.Record(Volume, "vol-1", Record{Tenant: "blue", Name: "blue.a", Bytes: 15 * mib}); err != nil {
+	l := open(t, quotas)
+	if err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "blue", Name: "blue.a", Bytes: 15 * mib}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
 
-	l = openLedger(t, path, quotas)
-	_, err := l.reserve("blue", 1, 6*mib)
+	l = open(t, quotas)
+	_, err := l.reserve(t.Context(), "blue", 1, 6*mib)
 	wantCode(t, err, codes.ResourceExhausted, "maxBytes", "15728640")
-	release, err := l.reserve("blue", 1, 5*mib)
+	release, err := l.reserve(t.Context(), "blue", 1, 5*mib)
 	if err != nil {
 		t.Fatalf("reserving what the quota has left after reopening: %v", err)
 	}
-	_, err = l.reserve("blue", 1, 0)
+	_, err = l.reserve(t.Context(), "blue", 1, 0)
 	wantCode(t, err, codes.ResourceExhausted, "maxVolumes", "2 volumes")
 	release.release()
 }
 
-func TestLedgerRecordRefusesAnotherTenantsObject(t *testing.T) {
-	l := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), nil)
-	if err := l.Record(Volume, "vol-1", Record{Tenant: "green", Name: "green.pvc", Bytes: mib}); err != nil {
+func testLedgerRecordRefusesAnotherTenantsObject(t *testing.T, open opener) {
+	l := open(t, nil)
+	if err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "green", Name: "green.pvc", Bytes: mib}); err != nil {
 		t.Fatal(err)
 	}
-	err := l.Record(Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc", Bytes: 9 * mib})
+	err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc", Bytes: 9 * mib})
 	if !errors.Is(err, errOwnedElsewhere) {
 		t.Fatalf("Record of green's volume for blue: %v; want errOwnedElsewhere", err)
 	}
 	// Nothing changed: owner, name index, usage.
-	if r, ok, _ := l.Lookup(Volume, "vol-1"); !ok || r != (Record{Tenant: "green", Name: "green.pvc", Bytes: mib}) {
+	if r, ok, _ := l.Lookup(t.Context(), Volume, "vol-1"); !ok || r != (Record{Tenant: "green", Name: "green.pvc", Bytes: mib}) {
 		t.Errorf("after the refusal the record is %+v, %t", r, ok)
 	}
-	if _, ok, _ := l.ByName(Volume, "blue.pvc"); ok {
+	if _, ok, _ := l.ByName(t.Context(), Volume, "blue.pvc"); ok {
 		t.Error("the refused name was indexed")
 	}
 	if u := l.usageNow("blue"); u != (usage{}) {
@@ -122,7 +120,7 @@ func TestLedgerRecordRefusesAnotherTenantsObject(t *testing.T) {
 		t.Errorf("green's usage after the refusal = %+v", u)
 	}
 	// A retry by the owner is fine and does not count twice.
-	if err := l.Record(Volume, "vol-1", Record{Tenant: "green", Name: "green.pvc", Bytes: mib}); err != nil {
+	if err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "green", Name: "green.pvc", Bytes: mib}); err != nil {
 		t.Fatal(err)
 	}
 	if u := l.usageNow("green"); u != (usage{volumes: 1, bytes: mib}) {
@@ -130,44 +128,43 @@ func TestLedgerRecordRefusesAnotherTenantsObject(t *testing.T) {
 	}
 }
 
-func TestLedgerForget(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tenancy.db")
+func testLedgerForget(t *testing.T, open opener) {
 	quotas := map[string]Quota{"blue": {MaxVolumes: 1, MaxBytes: 4 * mib}}
-	l := openLedger(t, path, quotas)
-	if err := l.Record(Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc", Bytes: 4 * mib}); err != nil {
+	l := open(t, quotas)
+	if err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc", Bytes: 4 * mib}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Record(Snapshot, "snap-1", Record{Tenant: "blue", Name: "blue.pvc"}); err != nil {
+	if err := l.Record(t.Context(), Snapshot, "snap-1", Record{Tenant: "blue", Name: "blue.pvc"}); err != nil {
 		t.Fatal(err) // the same name, another kind
 	}
-	if _, err := l.reserve("blue", 1, mib); err == nil {
+	if _, err := l.reserve(t.Context(), "blue", 1, mib); err == nil {
 		t.Fatal("the quota is full, yet a reservation succeeded")
 	}
-	if err := l.Forget(Volume, "vol-1"); err != nil {
+	if err := l.Forget(t.Context(), Volume, "vol-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := l.Lookup(Volume, "vol-1"); ok {
+	if _, ok, _ := l.Lookup(t.Context(), Volume, "vol-1"); ok {
 		t.Error("Lookup finds a forgotten volume")
 	}
-	if id, ok, _ := l.ByName(Volume, "blue.pvc"); ok {
+	if id, ok, _ := l.ByName(t.Context(), Volume, "blue.pvc"); ok {
 		t.Errorf("ByName finds a forgotten volume's name (%s)", id)
 	}
-	if id, ok, _ := l.ByName(Snapshot, "blue.pvc"); !ok || id != "snap-1" {
+	if id, ok, _ := l.ByName(t.Context(), Snapshot, "blue.pvc"); !ok || id != "snap-1" {
 		t.Errorf("forgetting a volume forgot the snapshot of the same name: %q, %t", id, ok)
 	}
 	if u := l.usageNow("blue"); u != (usage{}) {
 		t.Errorf("blue's usage after the volume is forgotten = %+v", u)
 	}
-	release, err := l.reserve("blue", 1, 4*mib)
+	release, err := l.reserve(t.Context(), "blue", 1, 4*mib)
 	if err != nil {
 		t.Fatalf("the quota is free again, yet: %v", err)
 	}
 	release.release()
 	// Forgetting what is not there is a no-op, and changes no usage.
-	if err := l.Forget(Volume, "vol-1"); err != nil {
+	if err := l.Forget(t.Context(), Volume, "vol-1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Forget(VolumeGroup, "never"); err != nil {
+	if err := l.Forget(t.Context(), VolumeGroup, "never"); err != nil {
 		t.Fatal(err)
 	}
 	if u := l.usageNow("blue"); u != (usage{}) {
@@ -175,11 +172,11 @@ func TestLedgerForget(t *testing.T) {
 	}
 	// And it lasts.
 	l.Close()
-	l = openLedger(t, path, quotas)
-	if _, ok, _ := l.Lookup(Volume, "vol-1"); ok {
+	l = open(t, quotas)
+	if _, ok, _ := l.Lookup(t.Context(), Volume, "vol-1"); ok {
 		t.Error("a forgotten volume came back after reopening")
 	}
-	if _, ok, _ := l.ByName(Volume, "blue.pvc"); ok {
+	if _, ok, _ := l.ByName(t.Context(), Volume, "blue.pvc"); ok {
 		t.Error("a forgotten name came back after reopening")
 	}
 	if u := l.usageNow("blue"); u != (usage{}) {
@@ -208,26 +205,26 @@ func TestLedgerOpenFailures(t *testing.T) {
 	}
 }
 
-func TestReserveRelease(t *testing.T) {
-	l := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), map[string]Quota{
+func testReserveRelease(t *testing.T, open opener) {
+	l := open(t, map[string]Quota{
 		"blue":  {MaxVolumes: 2, MaxBytes: 10 * mib},
 		"green": {MaxBytes: 3 * mib},
 	})
-	r1, err := l.reserve("blue", 1, 6*mib)
+	r1, err := l.reserve(t.Context(), "blue", 1, 6*mib)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 6 + 5 > 10.
-	_, err = l.reserve("blue", 1, 5*mib)
+	_, err = l.reserve(t.Context(), "blue", 1, 5*mib)
 	wantCode(t, err, codes.ResourceExhausted, "tenant blue", "maxBytes quota of 10485760", "6291456 bytes")
-	r2, err := l.reserve("blue", 1, 4*mib) // exactly 10
+	r2, err := l.reserve(t.Context(), "blue", 1, 4*mib) // exactly 10
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Two volumes held: a third is refused, an expansion (no volume) of 0 bytes is not.
-	_, err = l.reserve("blue", 1, 0)
+	_, err = l.reserve(t.Context(), "blue", 1, 0)
 	wantCode(t, err, codes.ResourceExhausted, "maxVolumes", "may hold 2")
-	r3, err := l.reserve("blue", 0, 0)
+	r3, err := l.reserve(t.Context(), "blue", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,27 +244,27 @@ func TestReserveRelease(t *testing.T) {
 	}
 	// Tenants do not share quotas; zero fields are unlimited; tenants without a quota have none.
 	for range 10 {
-		if _, err := l.reserve("green", 1, 0); err != nil {
+		if _, err := l.reserve(t.Context(), "green", 1, 0); err != nil {
 			t.Fatalf("green has no volume limit: %v", err)
 		}
 	}
-	if _, err := l.reserve("green", 0, 3*mib+1); err == nil {
+	if _, err := l.reserve(t.Context(), "green", 0, 3*mib+1); err == nil {
 		t.Error("green's byte quota was not enforced")
 	}
-	if _, err := l.reserve("red", 1000, 1<<50); err != nil {
+	if _, err := l.reserve(t.Context(), "red", 1000, 1<<50); err != nil {
 		t.Errorf("a tenant without a quota: %v", err)
 	}
 	// bytesLeft follows reservations and has nothing to say without a byte quota.
-	if left, ok := l.bytesLeft("blue"); !ok || left != 10*mib {
-		t.Errorf("bytesLeft(blue) = %d, %t", left, ok)
+	if left, ok, err := l.bytesLeft(t.Context(), "blue"); err != nil || !ok || left != 10*mib {
+		t.Errorf("bytesLeft(blue) = %d, %t, %v", left, ok, err)
 	}
-	if _, ok := l.bytesLeft("red"); ok {
+	if _, ok, _ := l.bytesLeft(t.Context(), "red"); ok {
 		t.Error("bytesLeft of a tenant without a byte quota says it has one")
 	}
 }
 
-func TestReserveConcurrent(t *testing.T) {
-	l := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), map[string]Quota{
+func testReserveConcurrent(t *testing.T, open opener) {
+	l := open(t, map[string]Quota{
 		"blue": {MaxVolumes: 5, MaxBytes: 100 * mib},
 	})
 	const n = 20
@@ -281,7 +278,7 @@ func TestReserveConcurrent(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			release, err := l.reserve("blue", 1, mib)
+			release, err := l.reserve(t.Context(), "blue", 1, mib)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -307,7 +304,7 @@ func TestReserveConcurrent(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start // closed: no wait
-			release, err := l.reserve("blue", 0, 30*mib)
+			release, err := l.reserve(t.Context(), "blue", 0, 30*mib)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

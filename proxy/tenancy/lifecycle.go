@@ -20,10 +20,10 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 	var res *reservation
 	if cv, ok := req.(*csi.CreateVolumeRequest); ok {
 		requested = requestedBytes(cv.GetCapacityRange())
-		if _, exists, err := c.l.ByName(Volume, name); err != nil {
+		if _, exists, err := c.l.ByName(ctx, Volume, name); err != nil {
 			return nil, ledgerError(err)
 		} else if !exists {
-			if res, err = c.reserveCreate(cv); err != nil {
+			if res, err = c.reserveCreate(ctx, cv); err != nil {
 				return nil, err
 			}
 			defer res.release()
@@ -46,7 +46,7 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 			rec.Bytes = requested
 		}
 	}
-	if err := c.record(kind, id, rec, res); err != nil {
+	if err := c.record(ctx, kind, id, rec, res); err != nil {
 		return nil, err
 	}
 	// What the call created along with it (the snapshots of a group snapshot).
@@ -54,10 +54,12 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 		if r.id == "" || r.id == id || !containsKind(c.b.creates[1:], r.kind) {
 			return r.id, nil
 		}
-		if _, known, err := c.l.Lookup(r.kind, r.id); err != nil || known {
-			return r.id, err // already recorded: owned by this tenant, or refused below
+		if _, known, err := c.l.Lookup(ctx, r.kind, r.id); err != nil {
+			return r.id, ledgerError(err)
+		} else if known {
+			return r.id, nil // already recorded: owned by this tenant, or refused below
 		}
-		return r.id, c.record(r.kind, r.id, Record{}, nil)
+		return r.id, c.record(ctx, r.kind, r.id, Record{}, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -92,7 +94,7 @@ func (c *call) delete(ctx context.Context, req proto.Message) (proto.Message, er
 		}
 	}
 	for _, r := range gone {
-		if err := c.l.Forget(r.kind, r.id); err != nil {
+		if err := c.l.Forget(ctx, r.kind, r.id); err != nil {
 			return nil, ledgerError(err)
 		}
 	}
@@ -137,15 +139,19 @@ func (c *call) groupMembers(ctx context.Context, req *volumegroup.DeleteVolumeGr
 // quota (and is told not to grow past what the quota has left), and records the volume's
 // new size.
 func (c *call) expand(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (proto.Message, error) {
-	rec, _, err := c.l.Lookup(Volume, req.GetVolumeId())
+	rec, _, err := c.l.Lookup(ctx, Volume, req.GetVolumeId())
 	if err != nil {
 		return nil, ledgerError(err)
 	}
 	requested := requestedBytes(req.GetCapacityRange())
-	if left, limited := c.l.bytesLeft(c.tenant); limited && req.GetCapacityRange() != nil {
+	left, limited, err := c.l.bytesLeft(ctx, c.tenant)
+	if err != nil {
+		return nil, err
+	}
+	if limited && req.GetCapacityRange() != nil {
 		capLimit(req.GetCapacityRange(), rec.Bytes+left)
 	}
-	res, err := c.l.reserve(c.tenant, 0, max(0, requested-rec.Bytes))
+	res, err := c.l.reserve(ctx, c.tenant, 0, max(0, requested-rec.Bytes))
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +164,7 @@ func (c *call) expand(ctx context.Context, req *csi.ControllerExpandVolumeReques
 	if size == 0 {
 		size = requested
 	}
-	if err := c.record(Volume, req.GetVolumeId(), Record{Bytes: size}, res); err != nil {
+	if err := c.record(ctx, Volume, req.GetVolumeId(), Record{Bytes: size}, res); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -168,9 +174,13 @@ func (c *call) expand(ctx context.Context, req *csi.ControllerExpandVolumeReques
 // backend is told not to allocate more than the quota has left (limit_bytes), so that a
 // create without a size, or a backend that rounds sizes up, cannot exceed it; a create that
 // names no size holds all that is left until it is answered.
-func (c *call) reserveCreate(req *csi.CreateVolumeRequest) (*reservation, error) {
+func (c *call) reserveCreate(ctx context.Context, req *csi.CreateVolumeRequest) (*reservation, error) {
 	bytes := requestedBytes(req.GetCapacityRange())
-	if left, limited := c.l.bytesLeft(c.tenant); limited {
+	left, limited, err := c.l.bytesLeft(ctx, c.tenant)
+	if err != nil {
+		return nil, err
+	}
+	if limited {
 		if left <= 0 {
 			return nil, status.Errorf(codes.ResourceExhausted, "csi-gateway: tenant %s has used all of its maxBytes quota: delete or shrink a volume first", c.tenant)
 		}
@@ -182,7 +192,7 @@ func (c *call) reserveCreate(req *csi.CreateVolumeRequest) (*reservation, error)
 			bytes = req.GetCapacityRange().GetLimitBytes()
 		}
 	}
-	return c.l.reserve(c.tenant, 1, bytes)
+	return c.l.reserve(ctx, c.tenant, 1, bytes)
 }
 
 // capLimit lowers a capacity range's limit_bytes to at most most (0 is no limit in CSI).
@@ -193,15 +203,16 @@ func capLimit(r *csi.CapacityRange, most int64) {
 }
 
 // limitCapacity reports no more capacity than the tenant's byte quota has left.
-func (c *call) limitCapacity(resp *csi.GetCapacityResponse) {
-	left, ok := c.l.bytesLeft(c.tenant)
-	if !ok {
-		return
+func (c *call) limitCapacity(ctx context.Context, resp *csi.GetCapacityResponse) error {
+	left, limited, err := c.l.bytesLeft(ctx, c.tenant)
+	if err != nil || !limited {
+		return err
 	}
 	resp.AvailableCapacity = min(resp.GetAvailableCapacity(), left)
 	if mv := resp.GetMaximumVolumeSize(); mv != nil {
 		mv.Value = min(mv.GetValue(), left)
 	}
+	return nil
 }
 
 // requestedBytes is the size a capacity range asks for: required_bytes, or limit_bytes

@@ -48,7 +48,7 @@ func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, erro
 			if !ok {
 				continue
 			}
-			owned, err := c.owns(c.b.lists, id)
+			owned, err := c.owns(ctx, c.b.lists, id)
 			if err != nil {
 				return nil, err
 			}

@@ -1,71 +1,71 @@
 package tenancy
 
 import (
-	"sync"
+	"context"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // reservation is room in a tenant's quota held for a create or an expansion in flight, so
-// that concurrent calls cannot together exceed it. When the call succeeds, Record turns it
-// into the recorded usage in one step (recordReserved); otherwise it is released.
+// that concurrent calls — of this process or of other replicas on the same store — cannot
+// together exceed it. When the call succeeds, Record turns it into the recorded usage in one
+// step (recordReserved); otherwise it is released. A reservation belongs to one call, which
+// uses it from one goroutine.
 type reservation struct {
-	l              *Ledger
-	tenant         string
-	volumes, bytes int64
-	once           sync.Once
+	l       *Ledger
+	hold    *hold
+	settled bool // recorded or released
 }
 
 // reserve holds volumes and bytes of a tenant's quota. It fails with RESOURCE_EXHAUSTED,
-// saying which limit and how much is used, when the quota has no room.
-func (l *Ledger) reserve(tenant string, volumes, bytes int64) (*reservation, error) {
+// saying which limit and how much is used, when the quota has no room, and with UNAVAILABLE
+// when the store cannot be reached.
+func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int64) (*reservation, error) {
 	q := l.quotas[tenant]
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	u := l.usageOf(tenant)
-	if q.MaxVolumes > 0 && volumes > 0 && u.volumes+volumes > q.MaxVolumes {
-		return nil, status.Errorf(codes.ResourceExhausted,
-			"csi-gateway: tenant %s has %d volumes (including creates in flight) and may hold %d (its maxVolumes quota): delete a volume first", tenant, u.volumes, q.MaxVolumes)
+	var refused error // the quota's answer, as opposed to the store's failure
+	h, err := l.store.hold(ctx, tenant, usage{volumes, bytes}, func(u usage) error {
+		refused = nil
+		if q.MaxVolumes > 0 && volumes > 0 && u.volumes+volumes > q.MaxVolumes {
+			refused = status.Errorf(codes.ResourceExhausted,
+				"csi-gateway: tenant %s has %d volumes (including creates in flight) and may hold %d (its maxVolumes quota): delete a volume first", tenant, u.volumes, q.MaxVolumes)
+		}
+		if refused == nil && q.MaxBytes > 0 && bytes > 0 && u.bytes+bytes > q.MaxBytes {
+			refused = status.Errorf(codes.ResourceExhausted,
+				"csi-gateway: tenant %s uses %d bytes (including creates and expansions in flight); %d more would exceed its maxBytes quota of %d", tenant, u.bytes, bytes, q.MaxBytes)
+		}
+		return refused
+	})
+	switch {
+	case err != nil && err == refused:
+		return nil, err
+	case err != nil:
+		return nil, ledgerError(err)
 	}
-	if q.MaxBytes > 0 && bytes > 0 && u.bytes+bytes > q.MaxBytes {
-		return nil, status.Errorf(codes.ResourceExhausted,
-			"csi-gateway: tenant %s uses %d bytes (including creates and expansions in flight); %d more would exceed its maxBytes quota of %d", tenant, u.bytes, bytes, q.MaxBytes)
-	}
-	u.volumes += volumes
-	u.bytes += bytes
-	return &reservation{l: l, tenant: tenant, volumes: volumes, bytes: bytes}, nil
+	return &reservation{l: l, hold: h}, nil
 }
 
-// release gives the reservation back; it is a no-op after the first call, and on nil.
+// release gives the reservation back; it is a no-op once recorded or released, and on nil.
 func (r *reservation) release() {
-	if r == nil {
+	if r == nil || r.settled {
 		return
 	}
-	r.l.mu.Lock()
-	defer r.l.mu.Unlock()
-	r.releaseLocked()
-}
-
-// releaseLocked is release with r.l.mu held.
-func (r *reservation) releaseLocked() {
-	r.once.Do(func() {
-		u := r.l.usageOf(r.tenant)
-		u.volumes -= r.volumes
-		u.bytes -= r.bytes
-	})
+	r.settled = true
+	r.l.store.release(r.hold)
 }
 
 // bytesLeft returns how many bytes the tenant's quota has left (creates and expansions in
 // flight included), and false when it has no byte quota.
-func (l *Ledger) bytesLeft(tenant string) (int64, bool) {
+func (l *Ledger) bytesLeft(ctx context.Context, tenant string) (left int64, limited bool, err error) {
 	q := l.quotas[tenant]
 	if q.MaxBytes <= 0 {
-		return 0, false
+		return 0, false, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return max(0, q.MaxBytes-l.usageOf(tenant).bytes), true
+	u, err := l.store.usage(ctx, tenant)
+	if err != nil {
+		return 0, true, ledgerError(err)
+	}
+	return max(0, q.MaxBytes-u.bytes), true, nil
 }
 
 // Usage is what a tenant holds and may hold, for metrics.
@@ -75,15 +75,17 @@ type Usage struct {
 }
 
 // Usage returns every configured or known tenant's usage.
-func (l *Ledger) Usage() map[string]Usage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *Ledger) Usage(ctx context.Context) (map[string]Usage, error) {
+	used, err := l.store.usages(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]Usage, len(l.quotas))
 	for t, q := range l.quotas {
 		out[t] = Usage{Quota: q}
 	}
-	for t, u := range l.usage {
+	for t, u := range used {
 		out[t] = Usage{Volumes: u.volumes, Bytes: u.bytes, Quota: l.quotas[t]}
 	}
-	return out
+	return out, nil
 }

@@ -19,7 +19,7 @@ import (
 //	cluster gateway per tenant (Unix socket) → grpc over mTLS (its own SPIFFE ID) →
 //	central gateway (one tcp:// listener; each client rule names the tenant) → appliance
 //
-// The central gateway keeps its tenancy ledger in dir.
+// The central gateway keeps its tenancy ledger in dir, or where storeYAML says.
 type sharedController struct {
 	dir       string
 	appliance string            // the appliance's endpoint (unscoped: the ground truth)
@@ -35,9 +35,10 @@ type sharedController struct {
 func tenantSPIFFEID(tenant string) string { return "spiffe://example.org/cluster/" + tenant }
 
 // startSharedController starts the appliance, the central gateway with the given tenants
-// (YAML lines under "tenancy.tenants:"), extra listener keys and, withTokenKey, a
-// tenancy.tokenKeyFile, and one cluster gateway per tenant.
-func startSharedController(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML string, withTokenKey bool) *sharedController {
+// (YAML lines under "tenancy.tenants:"), extra listener keys, the ledger's store (the YAML
+// line "  store: …" under "tenancy:"; empty: a bbolt file in dir, by tenancy.ledger) and,
+// withTokenKey, a tenancy.tokenKeyFile, and one cluster gateway per tenant.
+func startSharedController(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML, storeYAML string, withTokenKey bool) *sharedController {
 	t.Helper()
 	ca := testutil.NewCA(t, "shared-controller CA")
 	centralDir := filepath.Join(dir, "central")
@@ -54,6 +55,9 @@ func startSharedController(t *testing.T, dir string, tenants []string, tenantsYA
 	if withTokenKey {
 		tokenKey = "  tokenKeyFile: " + writeFile(t, filepath.Join(centralDir, "token.key"), strings.Repeat("c0ffee", 10)+"c0ff\n") + "\n"
 	}
+	if storeYAML == "" {
+		storeYAML = "  ledger: " + filepath.Join(dir, "tenancy.db")
+	}
 	var clients strings.Builder
 	for _, tenant := range tenants {
 		fmt.Fprintf(&clients, "      - {uri: %q, tenant: %s}\n", tenantSPIFFEID(tenant), tenant)
@@ -66,10 +70,10 @@ func startSharedController(t *testing.T, dir string, tenants []string, tenantsYA
 backends: {appliance: {type: grpc, target: %q}}
 routes: [{methods: ["*"], backend: appliance}]
 tenancy:
-  ledger: %s
+%s
 %s  tenants:
 %s
-`, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, filepath.Join(dir, "tenancy.db"), tokenKey, tenantsYAML))
+`, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, storeYAML, tokenKey, tenantsYAML))
 	sc.startCentral(t)
 
 	for _, tenant := range tenants {
@@ -103,14 +107,39 @@ func (sc *sharedController) startCentral(t *testing.T) {
 	waitOutput(t, sc.central, "gateway ready", 30*time.Second)
 }
 
+// startReplica starts another central gateway on the central gateway's configuration, but
+// listening at an address of its own (addr; empty: a free port), which it returns with the
+// process: a replica, which with the ledger in etcd serves the same tenants.
+func (sc *sharedController) startReplica(t *testing.T, addr string) (*testutil.Process, string) {
+	t.Helper()
+	config, err := os.ReadFile(sc.centralConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == "" {
+		addr = freePort(t)
+	}
+	file := writeFile(t, filepath.Join(sc.dir, "central-"+strings.ReplaceAll(addr, ":", "-")+".yaml"),
+		strings.Replace(string(config), "tcp://"+sc.centralAddr, "tcp://"+addr, 1))
+	p := testutil.Start(t, "serve", "--config", file)
+	waitOutput(t, p, "gateway ready", 30*time.Second)
+	return p, addr
+}
+
 // dialCentral connects straight to the central gateway as a tenant's cluster gateway does
 // (mTLS, the tenant's SPIFFE ID), bypassing the cluster gateway, which serializes calls
 // itself.
 func (sc *sharedController) dialCentral(t *testing.T, tenant string) *grpc.ClientConn {
 	t.Helper()
+	return sc.dialCentralAt(t, tenant, sc.centralAddr)
+}
+
+// dialCentralAt is dialCentral to the central gateway (or replica) listening at addr.
+func (sc *sharedController) dialCentralAt(t *testing.T, tenant, addr string) *grpc.ClientConn {
+	t.Helper()
 	leaf := sc.ca.NewLeaf(t, testutil.Leaf{URIs: []string{tenantSPIFFEID(tenant)}})
 	creds := credentials.NewTLS(testutil.ClientTLS(t, []*testutil.CA{sc.ca}, leaf, 0, 0))
-	conn, err := grpc.NewClient("dns:///"+sc.centralAddr, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient("dns:///"+addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestTwoTenantsSanity(t *testing.T) {
 			t.Skip("csi-sanity's node specs mount volumes: run the tests as root")
 		}
 		dir := t.TempDir()
-		sc := startSharedController(t, dir, tenants, "    - {name: cluster-a}\n    - {name: cluster-b}", "", false)
+		sc := startSharedController(t, dir, tenants, "    - {name: cluster-a}\n    - {name: cluster-b}", "", "", false)
 		// Without tenancy.tokenKeyFile the listing tokens' key is the process's own, and
 		// the log says what that means.
 		waitOutput(t, sc.central, "tenancy.tokenKeyFile is not set", 10*time.Second)
@@ -86,7 +86,7 @@ func TestTenantIsolation(t *testing.T) {
 	dir := t.TempDir()
 	sc := startSharedController(t, dir, []string{"blue", "green"},
 		"    - {name: blue}\n    - {name: green, maxVolumes: 2, maxBytes: 268435456}",
-		`    methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]`, true)
+		`    methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]`, "", true)
 	blue := csi.NewControllerClient(testutil.Dial(t, sc.clusters["blue"]))
 	green := csi.NewControllerClient(testutil.Dial(t, sc.clusters["green"]))
 	ctx := callCtx(t)

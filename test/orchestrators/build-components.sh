@@ -5,9 +5,9 @@
 # once into $CACHE/bin/NAME-VERSION and reused by later runs; the scratch modules live in
 # $CACHE/src. Builds run one at a time, at the lowest CPU priority.
 #
-#   build-components.sh [NAME...]     NAME: etcd kube-apiserver kube-controller-manager
-#                                     csi-provisioner csi-attacher nomad helm
-#                                     cert-manager-crds prometheus-operator-crds
+#   build-components.sh [NAME...]     NAME: etcd etcd-ledger kube-apiserver
+#                                     kube-controller-manager csi-provisioner csi-attacher
+#                                     nomad helm cert-manager-crds prometheus-operator-crds
 #                                     (default: all)
 #   build-components.sh --path NAME   where NAME's binary (or directory) is
 #
@@ -18,7 +18,8 @@ CACHE=${CSIGW_E2E_CACHE:-${HOME}/.cache/csi-gateway-e2e}
 GO=${GO:-go}
 NICE=${NICE:-nice -n 19}
 
-ETCD_VERSION=v3.5.17
+ETCD_VERSION=v3.5.17        # the Kubernetes control plane's (v1.31 is validated on 3.5)
+ETCD_LEDGER_VERSION=v3.7.3  # the tenancy ledger's tests (make test): go.mod's etcd client
 K8S_VERSION=v1.31.4
 PROVISIONER_VERSION=v5.1.0
 ATTACHER_VERSION=v4.13.0
@@ -56,13 +57,13 @@ timed() { # timed NAME VERSION CMD...: run CMD, say how long it took
   echo "built $1 $2 in $((SECONDS - start))s"
 }
 
-build_etcd() {
-  local out=$CACHE/bin/etcd-$ETCD_VERSION dir=$CACHE/src/etcd-$ETCD_VERSION
+build_etcd() { # build_etcd VERSION
+  local out=$CACHE/bin/etcd-$1 dir=$CACHE/src/etcd-$1
   [[ -x $out ]] && return
   mkdir -p "$dir"
   printf 'module etcdbuild\n\ngo 1.23\n' >"$dir/go.mod"
-  (cd "$dir" && $GO get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 &&
-    timed etcd $ETCD_VERSION $NICE $GO build -trimpath -o "$out.tmp" go.etcd.io/etcd/server/v3) && mv "$out.tmp" "$out"
+  (cd "$dir" && $GO get "go.etcd.io/etcd/server/v3@$1" >/dev/null 2>&1 &&
+    timed etcd "$1" $NICE $GO build -trimpath -o "$out.tmp" go.etcd.io/etcd/server/v3) && mv "$out.tmp" "$out"
 }
 
 # The Kubernetes module replaces its staging modules with ./staging/...; a scratch module
@@ -147,7 +148,8 @@ build_prometheus_operator_crds() {
 
 build() {
   case $1 in
-  etcd) build_etcd ;;
+  etcd) build_etcd $ETCD_VERSION ;;
+  etcd-ledger) build_etcd $ETCD_LEDGER_VERSION ;;
   kube-apiserver | kube-controller-manager) build_k8s "$1" ;;
   csi-provisioner) build_copy csi-provisioner github.com/kubernetes-csi/external-provisioner/v5 $PROVISIONER_VERSION github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner ;;
   csi-attacher) build_copy csi-attacher github.com/kubernetes-csi/external-attacher/v4 $ATTACHER_VERSION github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher ;;
@@ -163,6 +165,7 @@ build() {
 path() {
   case $1 in
   etcd) echo "$CACHE/bin/etcd-$ETCD_VERSION" ;;
+  etcd-ledger) echo "$CACHE/bin/etcd-$ETCD_LEDGER_VERSION" ;;
   kube-apiserver | kube-controller-manager) echo "$CACHE/bin/$1-$K8S_VERSION" ;;
   csi-provisioner) echo "$CACHE/bin/csi-provisioner-$PROVISIONER_VERSION" ;;
   csi-attacher) echo "$CACHE/bin/csi-attacher-$ATTACHER_VERSION" ;;

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
+)
+
+// TransportLimits are the hard limits of every listener (limits: in the configuration file),
+// the same on both transports: what one caller may make the gateway hold, and for how long.
+// A zero field takes its default (DefaultTransportLimits). They map to h2grpc.ServerConfig
+// and to grpc.ServerOptions here, and nowhere else.
+type TransportLimits struct {
+	// MaxFrameSize is the largest HTTP/2 frame read (and the SETTINGS_MAX_FRAME_SIZE
+	// announced): a larger one ends the connection with FRAME_SIZE_ERROR before its payload
+	// is read. grpc-go's server reads 16 KiB frames at most, so with transport grpc only
+	// the default is accepted.
+	MaxFrameSize uint32 `mapstructure:"maxFrameSize"`
+	// MaxHeaderListSize bounds a request's header block, decoded and counted as hpack does
+	// (each field's name and value plus 32 bytes): beyond it the stream is refused.
+	MaxHeaderListSize uint32 `mapstructure:"maxHeaderListSize"`
+	// MaxConcurrentStreams bounds the calls in flight on one connection; clients are told,
+	// and the streams beyond it are refused (RST_STREAM REFUSED_STREAM).
+	MaxConcurrentStreams uint32 `mapstructure:"maxConcurrentStreams"`
+	// MaxConnections bounds the connections open on one listener; one accepted beyond it is
+	// closed at once (Accept never waits for a slot).
+	MaxConnections int `mapstructure:"maxConnections"`
+	// FirstMessageTimeout bounds how long a call's first request message may take to arrive
+	// after its headers (the call's deadline, when sooner, still ends it first); then the call
+	// ends and its handler returns. It also bounds a new connection's handshake (TLS) and
+	// HTTP/2 preface: a connection that says nothing must not hold one of MaxConnections.
+	FirstMessageTimeout time.Duration `mapstructure:"firstMessageTimeout"`
+	// WriteTimeout bounds how long an answer may wait for a caller that does not read (opens
+	// no flow-control window); then the stream ends.
+	WriteTimeout time.Duration `mapstructure:"writeTimeout"`
+	// KeepaliveMinTime is the shortest interval allowed between a client's PINGs; a client
+	// that pings more often gets GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings").
+	KeepaliveMinTime time.Duration `mapstructure:"keepaliveMinTime"`
+}
+
+// DefaultTransportLimits are the limits of a listener whose configuration sets none. CSI
+// calls carry a few hundred bytes of metadata and a few KiB of message; kubelet and each
+// sidecar hold one connection per socket, with at most their worker count of calls in flight
+// (100 for the external-provisioner's default). keepaliveMinTime stays below the 5-minute
+// keepalive of the gateway's own grpc backends (a gateway in front of another), and neither
+// kubelet nor the sidecars ping at all.
+var DefaultTransportLimits = TransportLimits{
+	MaxFrameSize:         16384,
+	MaxHeaderListSize:    64 << 10,
+	MaxConcurrentStreams: 100,
+	MaxConnections:       256,
+	FirstMessageTimeout:  10 * time.Second,
+	WriteTimeout:         30 * time.Second,
+	KeepaliveMinTime:     time.Minute,
+}
+
+// withDefaults returns l with every zero field set to its default.
+func (l TransportLimits) withDefaults() TransportLimits {
+	d := DefaultTransportLimits
+	set := func(v *uint32, def uint32) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setD := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxFrameSize, d.MaxFrameSize)
+	set(&l.MaxHeaderListSize, d.MaxHeaderListSize)
+	set(&l.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	if l.MaxConnections == 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	setD(&l.FirstMessageTimeout, d.FirstMessageTimeout)
+	setD(&l.WriteTimeout, d.WriteTimeout)
+	setD(&l.KeepaliveMinTime, d.KeepaliveMinTime)
+	return l
+}
+
+// Validate checks l for transport t; errors name the key at fault ("limits.maxFrameSize: ...").
+func (l TransportLimits) Validate(t Transport) error {
+	l = l.withDefaults()
+	switch {
+	case l.MaxFrameSize < 16384 || l.MaxFrameSize > 1<<24-1:
+		return fmt.Errorf("limits.maxFrameSize: %d is not between 16384 and 16777215 (HTTP/2's bounds)", l.MaxFrameSize)
+	case t == TransportGRPC && l.MaxFrameSize != 16384:
+		return fmt.Errorf("limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most; %d needs transport: frames", l.MaxFrameSize)
+	case l.MaxHeaderListSize < 4096:
+		return fmt.Errorf("limits.maxHeaderListSize: %d is below 4096 bytes; gRPC's own headers need about 200, callers' metadata more", l.MaxHeaderListSize)
+	case l.MaxConnections < 0:
+		return fmt.Errorf("limits.maxConnections: %d is negative", l.MaxConnections)
+	case l.FirstMessageTimeout < 0:
+		return fmt.Errorf("limits.firstMessageTimeout: %v is negative", l.FirstMessageTimeout)
+	case l.WriteTimeout < 0:
+		return fmt.Errorf("limits.writeTimeout: %v is negative", l.WriteTimeout)
+	case l.KeepaliveMinTime < 0:
+		return fmt.Errorf("limits.keepaliveMinTime: %v is negative", l.KeepaliveMinTime)
+	}
+	return nil
+}
+
+// h2grpcConfig sets l's limits in an h2grpc server's configuration.
+func (l TransportLimits) h2grpcConfig(cfg *h2grpc.ServerConfig) {
+	l = l.withDefaults()
+	cfg.MaxFrameSize = l.MaxFrameSize
+	cfg.MaxHeaderListSize = l.MaxHeaderListSize
+	cfg.MaxConcurrentStreams = l.MaxConcurrentStreams
+	cfg.KeepaliveMinTime = l.KeepaliveMinTime
+	cfg.FirstMessageTimeout = l.FirstMessageTimeout
+	cfg.HandshakeTimeout = l.FirstMessageTimeout
+	cfg.WriteTimeout = l.WriteTimeout
+}
+
+// grpcOptions returns l's limits as grpc-go server options, with handler as the server's
+// unknown-service handler. grpc-go reads frames of 16 KiB at most already; it has no
+// first-message or write timeout of its own, so a callGuard adds them around handler.
+func (l TransportLimits) grpcOptions(handler grpc.StreamHandler) []grpc.ServerOption {
+	l = l.withDefaults()
+	g := callGuard{firstMessage: l.FirstMessageTimeout, write: l.WriteTimeout}
+	return []grpc.ServerOption{
+		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
+		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		grpc.ConnectionTimeout(l.FirstMessageTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.InTapHandle(g.tap),
+		grpc.UnknownServiceHandler(g.guard(handler)),
+	}
+}

@@ -1,0 +1,86 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+)
+
+// Store is where a Ledger keeps its state: which tenant owns which backend object (Records,
+// and the backend names they were created under), every tenant's recorded usage, and the
+// quota holds of the calls in flight. BoltStore keeps it in a file one process opens;
+// EtcdStore in etcd, shared by any number of replicas. Every method that reaches the store
+// is bounded by its ctx (and, for etcd, by the request timeout).
+//
+// The methods are the ledger's own steps rather than a key-value interface, so that each
+// store makes each step atomic its own way (a bbolt transaction under a mutex; an etcd
+// transaction comparing mod revisions).
+type Store interface {
+	// lookup returns the record of a backend object; ok is false when no tenant owns it.
+	lookup(ctx context.Context, kind Kind, backendID string) (r Record, ok bool, err error)
+	// byName returns the backend ID recorded under a backend name.
+	byName(ctx context.Context, kind Kind, name string) (backendID string, ok bool, err error)
+	// record gives a backend object to r.Tenant or updates its record, keeping the tenant's
+	// volumes and bytes in step; h, if not nil, is the hold the call took for it, which
+	// becomes recorded usage in the same step. A record of another tenant's object is
+	// errOwnedElsewhere. An empty r.Name keeps the recorded one.
+	record(ctx context.Context, kind Kind, backendID string, r Record, h *hold) error
+	// forget removes a backend object's record (nothing happens if there is none).
+	forget(ctx context.Context, kind Kind, backendID string) error
+	// hold reserves want in tenant's usage if admit, shown the tenant's usage (recorded and
+	// held) at that moment, returns nil; otherwise it returns admit's error. No two holds
+	// are admitted against the same usage.
+	hold(ctx context.Context, tenant string, want usage, admit func(used usage) error) (*hold, error)
+	// release gives a hold back. It is not bounded by a call (it runs when the call is
+	// over); a store that cannot release it at once does so later.
+	release(h *hold)
+	// usage returns a tenant's usage, recorded and held.
+	usage(ctx context.Context, tenant string) (usage, error)
+	// usages returns every tenant's usage that the store knows of.
+	usages(ctx context.Context) (map[string]usage, error)
+	// Close releases the store (an etcd store's holds vanish with its lease).
+	Close() error
+}
+
+// usage is a count of volumes and their bytes: a tenant's, or what a hold reserves.
+type usage struct{ volumes, bytes int64 }
+
+func (u usage) plus(v usage) usage  { return usage{u.volumes + v.volumes, u.bytes + v.bytes} }
+func (u usage) minus(v usage) usage { return usage{u.volumes - v.volumes, u.bytes - v.bytes} }
+
+// hold is room in a tenant's quota a store keeps for one call in flight.
+type hold struct {
+	tenant string
+	key    string // the store's name for it (etcd: its key)
+	usage
+}
+
+// change is what recording r over old (nil: a new object) changes in the tenant's usage:
+// volumes only are counted.
+func change(kind Kind, old *Record, r Record) usage {
+	switch {
+	case kind != Volume:
+		return usage{}
+	case old == nil:
+		return usage{1, r.Bytes}
+	default:
+		return usage{0, r.Bytes - old.Bytes}
+	}
+}
+
+// merge checks r against the object's recorded owner (old, nil if none) and fills in the
+// name it was recorded under.
+func merge(old *Record, r Record) (Record, error) {
+	if old == nil {
+		return r, nil
+	}
+	if old.Tenant != r.Tenant {
+		return r, errOwnedElsewhere
+	}
+	if r.Name == "" {
+		r.Name = old.Name
+	}
+	return r, nil
+}
+
+// errOwnedElsewhere is record's refusal to give one tenant an object another tenant owns.
+var errOwnedElsewhere = errors.New("owned by another tenant")

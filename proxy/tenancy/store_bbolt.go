@@ -1,0 +1,188 @@
+package tenancy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// boltStore is the Store of a single central gateway: a bbolt file, each change committed
+// (and synced) before the call that made it is answered. Usage is counted from the records
+// when the file is opened and kept in memory with the holds, which die with the process
+// (as do the calls that took them). One process at a time may open the file.
+type boltStore struct {
+	db *bolt.DB
+
+	mu   sync.Mutex
+	used map[string]usage // recorded and held, per tenant
+}
+
+var (
+	objectsBucket = []byte("objects") // kind + backend ID → Record (JSON)
+	namesBucket   = []byte("names")   // kind + backend name → backend ID
+)
+
+// OpenBolt opens (creating it if needed) the ledger file at path.
+func OpenBolt(path string) (Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("%s is in use by another process (one gateway per ledger)", path)
+		}
+		return nil, err
+	}
+	s := &boltStore{db: db, used: map[string]usage{}}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{objectsBucket, namesBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
+			var r Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("record %q: %w", k, err)
+			}
+			s.used[r.Tenant] = s.used[r.Tenant].plus(change(Kind(k[0]), nil, r))
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *boltStore) Close() error { return s.db.Close() }
+
+func boltKey(kind Kind, s string) []byte { return append([]byte{byte(kind)}, s...) }
+
+func (s *boltStore) lookup(_ context.Context, kind Kind, backendID string) (r Record, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(objectsBucket).Get(boltKey(kind, backendID))
+		if v == nil {
+			return nil
+		}
+		ok = true
+		return json.Unmarshal(v, &r)
+	})
+	return r, ok, err
+}
+
+func (s *boltStore) byName(_ context.Context, kind Kind, name string) (backendID string, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(namesBucket).Get(boltKey(kind, name)); v != nil {
+			backendID, ok = string(v), true
+		}
+		return nil
+	})
+	return backendID, ok, err
+}
+
+func (s *boltStore) record(_ context.Context, kind Kind, backendID string, r Record, h *hold) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var delta usage
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		objects := tx.Bucket(objectsBucket)
+		old, err := boltRecord(objects, kind, backendID)
+		if err != nil {
+			return err
+		}
+		if r, err = merge(old, r); err != nil {
+			return err
+		}
+		delta = change(kind, old, r)
+		v, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if err := objects.Put(boltKey(kind, backendID), v); err != nil {
+			return err
+		}
+		if r.Name == "" {
+			return nil
+		}
+		return tx.Bucket(namesBucket).Put(boltKey(kind, r.Name), []byte(backendID))
+	})
+	if err != nil {
+		return err
+	}
+	if h != nil {
+		delta = delta.minus(h.usage)
+	}
+	s.used[r.Tenant] = s.used[r.Tenant].plus(delta)
+	return nil
+}
+
+// boltRecord reads an object's record, nil if there is none.
+func boltRecord(objects *bolt.Bucket, kind Kind, backendID string) (*Record, error) {
+	v := objects.Get(boltKey(kind, backendID))
+	if v == nil {
+		return nil, nil
+	}
+	r := new(Record)
+	return r, json.Unmarshal(v, r)
+}
+
+func (s *boltStore) forget(_ context.Context, kind Kind, backendID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old *Record
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		objects := tx.Bucket(objectsBucket)
+		var err error
+		if old, err = boltRecord(objects, kind, backendID); err != nil || old == nil {
+			return err
+		}
+		if old.Name != "" {
+			if err := tx.Bucket(namesBucket).Delete(boltKey(kind, old.Name)); err != nil {
+				return err
+			}
+		}
+		return objects.Delete(boltKey(kind, backendID))
+	})
+	if err != nil || old == nil {
+		return err
+	}
+	s.used[old.Tenant] = s.used[old.Tenant].minus(change(kind, nil, *old))
+	return nil
+}
+
+func (s *boltStore) hold(_ context.Context, tenant string, want usage, admit func(usage) error) (*hold, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := admit(s.used[tenant]); err != nil {
+		return nil, err
+	}
+	s.used[tenant] = s.used[tenant].plus(want)
+	return &hold{tenant: tenant, usage: want}, nil
+}
+
+func (s *boltStore) release(h *hold) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used[h.tenant] = s.used[h.tenant].minus(h.usage)
+}
+
+func (s *boltStore) usage(_ context.Context, tenant string) (usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used[tenant], nil
+}
+
+func (s *boltStore) usages(context.Context) (map[string]usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]usage, len(s.used))
+	for t, u := range s.used {
+		out[t] = u
+	}
+	return out, nil
+}

@@ -1,0 +1,504 @@
+package tenancy
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/csi-gateway/csi-gateway/tlsconf"
+)
+
+// EtcdConfig is where and how an EtcdStore reaches etcd.
+type EtcdConfig struct {
+	// Endpoints are the etcd members' client URLs (https://host:2379, or host:port).
+	Endpoints []string
+	// TLS, when not nil, verifies etcd's certificates and presents the gateway's; the store
+	// closes it.
+	TLS *tlsconf.Client
+	// Prefix is the key prefix of this gateway's state; replicas of one central gateway
+	// share it. Default "/csi-gateway/".
+	Prefix string
+	// LeaseTTL is how long a replica's quota holds outlive it (its lease's TTL). Default 10s.
+	LeaseTTL time.Duration
+	// RequestTimeout bounds each request to etcd. Default 5s.
+	RequestTimeout time.Duration
+}
+
+// The EtcdConfig defaults.
+const (
+	DefaultEtcdPrefix         = "/csi-gateway/"
+	DefaultEtcdLeaseTTL       = 10 * time.Second
+	DefaultEtcdRequestTimeout = 5 * time.Second
+)
+
+// etcdStore is the Store of replicated central gateways: every replica reads and writes the
+// same keys under the prefix, and every change is one etcd transaction that compares the mod
+// revisions of the keys it read, retried from a fresh read when another replica got there
+// first. The keys:
+//
+//	PREFIX objects/KIND/BACKEND-ID      a Record (JSON)
+//	PREFIX names/KIND/BACKEND-NAME      the backend ID
+//	PREFIX tenants/TENANT/usage         the tenant's recorded volumes and bytes
+//	PREFIX tenants/TENANT/holds/ID      a hold of a call in flight, bound to its replica's lease
+//
+// (What later work keeps in etcd — the operations in flight on each object, bound to the
+// replicas' leases too — goes under the same prefix, beside these.)
+//
+// A hold is admitted by a transaction that puts its key only if no key under
+// tenants/TENANT/ has changed since the usage the quota was checked against was read (a
+// compare on the prefix's mod revisions): two replicas checking the same usage cannot both
+// put a hold, whatever the interleaving, so holds never overshoot a quota. Turning a hold
+// into recorded usage (record) deletes the hold and raises the usage in one transaction. A
+// replica's holds carry its lease, so they vanish when it dies (within LeaseTTL) or closes.
+// (Deleting a key does not change the others' mod revisions; only a hold's release, its
+// lease's expiry and its turning into usage delete keys there, and none of them takes room.)
+type etcdStore struct {
+	client  *clientv3.Client
+	tls     *tlsconf.Client // nil without TLS
+	prefix  string
+	ttl     time.Duration
+	timeout time.Duration
+	where   string // the endpoints, for errors
+
+	life    context.Context // ended by Close: the lease's keep-alive
+	endLife context.CancelFunc
+	seq     atomic.Uint64 // numbers this replica's holds
+	closing sync.Once
+
+	mu    sync.Mutex
+	lease clientv3.LeaseID // 0: none granted yet, or lost
+	stale []string         // hold keys whose release failed, deleted at the next hold
+}
+
+// OpenEtcd returns a Store in etcd. It does not wait for etcd: a call that needs the store
+// while etcd cannot be reached fails (UNAVAILABLE, naming etcd) within RequestTimeout.
+func OpenEtcd(cfg EtcdConfig) (Store, error) {
+	s := &etcdStore{
+		tls:     cfg.TLS,
+		prefix:  cmp.Or(cfg.Prefix, DefaultEtcdPrefix),
+		ttl:     cmp.Or(cfg.LeaseTTL, DefaultEtcdLeaseTTL),
+		timeout: cmp.Or(cfg.RequestTimeout, DefaultEtcdRequestTimeout),
+		where:   strings.Join(cfg.Endpoints, ","),
+	}
+	ccfg := clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: s.timeout,
+		// Its errors reach callers (UNAVAILABLE naming etcd); its own log would repeat them.
+		Logger: zap.NewNop(),
+	}
+	if len(cfg.Endpoints) == 0 {
+		s.closeTLS()
+		return nil, errors.New("etcd: no endpoints")
+	}
+	if cfg.TLS != nil {
+		ccfg.TLS = cfg.TLS.Config()
+	}
+	client, err := clientv3.New(ccfg)
+	if err != nil {
+		s.closeTLS()
+		return nil, fmt.Errorf("etcd at %s: %w", s.where, err)
+	}
+	s.client = client
+	s.life, s.endLife = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close revokes the replica's lease, so its holds vanish at once rather than at its expiry,
+// and closes the client. Later calls do nothing.
+func (s *etcdStore) Close() error {
+	var err error
+	s.closing.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *etcdStore) close() error {
+	s.mu.Lock()
+	lease := s.lease // before ending the keep-alive, whose end forgets the lease
+	s.lease = 0
+	s.mu.Unlock()
+	s.endLife()
+	if lease != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		s.client.Revoke(ctx, lease) // if etcd is unreachable the lease expires instead
+		cancel()
+	}
+	err := s.client.Close()
+	s.closeTLS()
+	return err
+}
+
+func (s *etcdStore) closeTLS() {
+	if s.tls != nil {
+		s.tls.Close()
+	}
+}
+
+func (s *etcdStore) objectKey(kind Kind, id string) string {
+	return s.prefix + "objects/" + strconv.Itoa(int(kind)) + "/" + id
+}
+
+func (s *etcdStore) nameKey(kind Kind, name string) string {
+	return s.prefix + "names/" + strconv.Itoa(int(kind)) + "/" + name
+}
+
+func (s *etcdStore) tenantsPrefix() string { return s.prefix + "tenants/" }
+
+// tenantPrefix is where a tenant's usage and holds are (tenant names hold no '/').
+func (s *etcdStore) tenantPrefix(tenant string) string { return s.tenantsPrefix() + tenant + "/" }
+
+func (s *etcdStore) usageKey(tenant string) string { return s.tenantPrefix(tenant) + "usage" }
+
+// fail names etcd in an error of one of its requests, and the timeout when that ran out.
+func (s *etcdStore) fail(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("etcd at %s did not answer within %s (its request timeout): %w", s.where, s.timeout, err)
+	}
+	return fmt.Errorf("etcd at %s: %w", s.where, err)
+}
+
+// read gets keys at one revision; kvs[i] is nil for a key that does not exist.
+func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.KeyValue, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpGet(k)
+	}
+	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, s.fail(err)
+	}
+	kvs = make([]*mvccpb.KeyValue, len(keys))
+	for i, r := range resp.Responses {
+		if got := r.GetResponseRange().GetKvs(); len(got) > 0 {
+			kvs[i] = got[0]
+		}
+	}
+	return kvs, nil
+}
+
+// readPrefix gets every key under prefix and the revision it read them at.
+func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyValue, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, s.fail(err)
+	}
+	return resp.Kvs, resp.Header.Revision, nil
+}
+
+// commit runs ops if every compare holds, and reports whether they did.
+func (s *etcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return false, s.fail(err)
+	}
+	return resp.Succeeded, nil
+}
+
+// update runs attempt until it commits: each attempt reads what it needs and commits only if
+// none of it changed since (another replica's write makes it start over).
+func (s *etcdStore) update(ctx context.Context, attempt func() (committed bool, err error)) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return s.fail(err)
+		}
+		if ok, err := attempt(); err != nil || ok {
+			return err
+		}
+	}
+}
+
+// unchanged compares a key's mod revision with the one read (0: the key did not exist).
+func unchanged(key string, kv *mvccpb.KeyValue) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(key), "=", modRevision(kv))
+}
+
+func modRevision(kv *mvccpb.KeyValue) int64 {
+	if kv == nil {
+		return 0
+	}
+	return kv.ModRevision
+}
+
+func decodeRecord(kv *mvccpb.KeyValue) (*Record, error) {
+	if kv == nil {
+		return nil, nil
+	}
+	r := new(Record)
+	if err := json.Unmarshal(kv.Value, r); err != nil {
+		return nil, fmt.Errorf("record %q: %w", kv.Key, err)
+	}
+	return r, nil
+}
+
+// usageJSON is a usage or a hold as etcd keeps it.
+type usageJSON struct {
+	Volumes int64 `json:"v,omitempty"`
+	Bytes   int64 `json:"b,omitempty"`
+}
+
+func encodeUsage(u usage) string {
+	v, _ := json.Marshal(usageJSON{u.volumes, u.bytes}) // cannot fail
+	return string(v)
+}
+
+func decodeUsage(kv *mvccpb.KeyValue) (usage, error) {
+	if kv == nil {
+		return usage{}, nil
+	}
+	var u usageJSON
+	if err := json.Unmarshal(kv.Value, &u); err != nil {
+		return usage{}, fmt.Errorf("usage %q: %w", kv.Key, err)
+	}
+	return usage{u.Volumes, u.Bytes}, nil
+}
+
+func (s *etcdStore) lookup(ctx context.Context, kind Kind, backendID string) (Record, bool, error) {
+	kvs, err := s.read(ctx, s.objectKey(kind, backendID))
+	if err != nil {
+		return Record{}, false, err
+	}
+	r, err := decodeRecord(kvs[0])
+	if err != nil || r == nil {
+		return Record{}, false, err
+	}
+	return *r, true, nil
+}
+
+func (s *etcdStore) byName(ctx context.Context, kind Kind, name string) (string, bool, error) {
+	kvs, err := s.read(ctx, s.nameKey(kind, name))
+	if err != nil || kvs[0] == nil {
+		return "", false, err
+	}
+	return string(kvs[0].Value), true, nil
+}
+
+func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r Record, h *hold) error {
+	objKey, usageKey := s.objectKey(kind, backendID), s.usageKey(r.Tenant)
+	return s.update(ctx, func() (bool, error) {
+		kvs, err := s.read(ctx, objKey, usageKey)
+		if err != nil {
+			return false, err
+		}
+		old, err := decodeRecord(kvs[0])
+		if err != nil {
+			return false, err
+		}
+		merged, err := merge(old, r)
+		if err != nil {
+			return false, err
+		}
+		v, err := json.Marshal(merged)
+		if err != nil {
+			return false, err
+		}
+		cmps := []clientv3.Cmp{unchanged(objKey, kvs[0])}
+		ops := []clientv3.Op{clientv3.OpPut(objKey, string(v))}
+		if merged.Name != "" {
+			ops = append(ops, clientv3.OpPut(s.nameKey(kind, merged.Name), backendID))
+		}
+		if delta := change(kind, old, merged); delta != (usage{}) {
+			used, err := decodeUsage(kvs[1])
+			if err != nil {
+				return false, err
+			}
+			cmps = append(cmps, unchanged(usageKey, kvs[1]))
+			ops = append(ops, clientv3.OpPut(usageKey, encodeUsage(used.plus(delta))))
+		}
+		if h != nil {
+			ops = append(ops, clientv3.OpDelete(h.key))
+		}
+		return s.commit(ctx, cmps, ops...)
+	})
+}
+
+func (s *etcdStore) forget(ctx context.Context, kind Kind, backendID string) error {
+	objKey := s.objectKey(kind, backendID)
+	return s.update(ctx, func() (bool, error) {
+		kvs, err := s.read(ctx, objKey)
+		if err != nil {
+			return false, err
+		}
+		old, err := decodeRecord(kvs[0])
+		if err != nil || old == nil {
+			return old == nil, err
+		}
+		cmps := []clientv3.Cmp{unchanged(objKey, kvs[0])}
+		ops := []clientv3.Op{clientv3.OpDelete(objKey)}
+		if old.Name != "" {
+			ops = append(ops, clientv3.OpDelete(s.nameKey(kind, old.Name)))
+		}
+		if delta := change(kind, nil, *old); delta != (usage{}) {
+			usageKey := s.usageKey(old.Tenant)
+			ukv, err := s.read(ctx, usageKey)
+			if err != nil {
+				return false, err
+			}
+			used, err := decodeUsage(ukv[0])
+			if err != nil {
+				return false, err
+			}
+			cmps = append(cmps, unchanged(usageKey, ukv[0]))
+			ops = append(ops, clientv3.OpPut(usageKey, encodeUsage(used.minus(delta))))
+		}
+		return s.commit(ctx, cmps, ops...)
+	})
+}
+
+func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, admit func(usage) error) (*hold, error) {
+	s.deleteStale(ctx)
+	prefix := s.tenantPrefix(tenant)
+	var h *hold
+	err := s.update(ctx, func() (bool, error) {
+		lease, err := s.currentLease(ctx)
+		if err != nil {
+			return false, err
+		}
+		kvs, rev, err := s.readPrefix(ctx, prefix)
+		if err != nil {
+			return false, err
+		}
+		used, err := sumUsage(kvs)
+		if err != nil {
+			return false, err
+		}
+		if err := admit(used); err != nil {
+			return false, err
+		}
+		key := fmt.Sprintf("%sholds/%x-%d", prefix, int64(lease), s.seq.Add(1))
+		// No key under the tenant's prefix written since rev: no other hold, and no change of
+		// the recorded usage, came between the check and this hold.
+		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
+		ok, err := s.commit(ctx, []clientv3.Cmp{notSince}, clientv3.OpPut(key, encodeUsage(want), clientv3.WithLease(lease)))
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.dropLease(lease) // expired while this replica was cut off: take a new one
+			return false, nil
+		}
+		if ok {
+			h = &hold{tenant: tenant, key: key, usage: want}
+		}
+		return ok, err
+	})
+	return h, err
+}
+
+func (s *etcdStore) release(h *hold) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if _, err := s.client.Delete(ctx, h.key); err != nil {
+		s.mu.Lock()
+		s.stale = append(s.stale, h.key)
+		s.mu.Unlock()
+	}
+}
+
+// deleteStale deletes the holds whose release failed (etcd was unreachable), so that they
+// do not outlive their calls for as long as the replica lives.
+func (s *etcdStore) deleteStale(ctx context.Context) {
+	s.mu.Lock()
+	keys := s.stale
+	s.stale = nil
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	if _, err := s.commit(ctx, nil, ops...); err != nil {
+		s.mu.Lock()
+		s.stale = append(s.stale, keys...)
+		s.mu.Unlock()
+	}
+}
+
+// currentLease returns the replica's lease, granting it (and keeping it alive until Close)
+// when there is none yet or it was lost.
+func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease != 0 {
+		return s.lease, nil
+	}
+	gctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Grant(gctx, int64((max(time.Second, s.ttl)+time.Second-1)/time.Second)) // whole seconds, rounded up
+	if err != nil {
+		return 0, s.fail(err)
+	}
+	alive, err := s.client.KeepAlive(s.life, resp.ID)
+	if err != nil {
+		return 0, s.fail(err)
+	}
+	go func() {
+		for range alive {
+		}
+		s.dropLease(resp.ID) // expired, revoked, or the store closed
+	}()
+	s.lease = resp.ID
+	return resp.ID, nil
+}
+
+// dropLease forgets a lost lease, so that the next hold takes a new one.
+func (s *etcdStore) dropLease(id clientv3.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease == id {
+		s.lease = 0
+	}
+}
+
+// sumUsage adds up a tenant's recorded usage and holds (the keys under its prefix).
+func sumUsage(kvs []*mvccpb.KeyValue) (usage, error) {
+	var total usage
+	for _, kv := range kvs {
+		u, err := decodeUsage(kv)
+		if err != nil {
+			return usage{}, err
+		}
+		total = total.plus(u)
+	}
+	return total, nil
+}
+
+func (s *etcdStore) usage(ctx context.Context, tenant string) (usage, error) {
+	kvs, _, err := s.readPrefix(ctx, s.tenantPrefix(tenant))
+	if err != nil {
+		return usage{}, err
+	}
+	return sumUsage(kvs)
+}
+
+func (s *etcdStore) usages(ctx context.Context) (map[string]usage, error) {
+	kvs, _, err := s.readPrefix(ctx, s.tenantsPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]usage{}
+	for _, kv := range kvs {
+		tenant, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), s.tenantsPrefix()), "/")
+		u, err := decodeUsage(kv)
+		if err != nil {
+			return nil, err
+		}
+		out[tenant] = out[tenant].plus(u)
+	}
+	return out, nil
+}
