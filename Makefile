@@ -19,7 +19,7 @@ H2SPEC    := $(CURDIR)/.tools/bin/h2spec
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
 FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
 	./backends/embedded:FuzzParseExt4Size ./backends/rest:FuzzDecodeError \
-	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./proxy:FuzzRedact ./proxy:FuzzScrub ./proxy:FuzzWireString ./proxy/tenancy:FuzzScopeID ./proxy/tenancy:FuzzOpenToken \
+	./backends/rest/connect:FuzzHandlerBody ./proxy:FuzzValidateRequest ./csispec:FuzzCheck ./redact:FuzzRedact ./redact:FuzzScrub ./internal/protoread:FuzzWireString ./proxy/tenancy:FuzzScopeID ./proxy/tenancy:FuzzOpenToken \
 	./internal/h2grpc:FuzzTimeout ./internal/h2grpc:FuzzHeaderReader
 FUZZTIME       ?= 1m
 # make test's short run is a count of executions, not a duration: with a duration, Go 1.26's
@@ -101,9 +101,18 @@ bench: build ## measure the gateway against a direct connection, haproxy, socat 
 bench-micro: ## run every package's go test benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-lint: licenses-check ## gofmt check, go vet, THIRD_PARTY_NOTICES current
+# staticcheck, pinned: installed into .tools/staticcheck-VERSION/ on first use (and again when
+# the version changes) with `go install`, from the module proxy like any dependency.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+lint: $(STATICCHECK) licenses-check ## gofmt check, go vet, staticcheck (pinned, installed into .tools), THIRD_PARTY_NOTICES current
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # THIRD_PARTY_NOTICES: every module linked into the binary (on RELEASE_PLATFORMS), its licence
 # (only licences compatible with Apache-2.0 pass) and text. `make licenses` rewrites it after a

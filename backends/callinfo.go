@@ -13,7 +13,7 @@ type CallInfo struct {
 	scrubber Scrubber // set before the backend is called; nil: scrub nothing
 }
 
-// Scrubber removes the secret values of a call's request from text (proxy.Scrubber, built
+// Scrubber removes the secret values of a call's request from text (redact.Scrubber, built
 // from the request on first use). It must be safe to call from the goroutine that runs the
 // backend call.
 type Scrubber interface {

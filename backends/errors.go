@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,6 +58,27 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// MaxMessageBytes bounds the Message of every Error a backend returns, against a runaway
+// driver or appliance. It is well above the 1 KiB a caller finally sees: the gateway cuts
+// messages only after scrubbing the request's secrets out of them, and a secret cut in half
+// here would no longer be recognised there.
+const MaxMessageBytes = 16 << 10
+
+// Truncate cuts s to at most n bytes on a rune boundary, ending it with "…" (counted in the
+// n) when anything was cut. It is the one rule for bounding a message, here and in the
+// gateway (which cuts to 1 KiB after scrubbing).
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := max(n-len(ellipsis), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
 func (e *Error) Unwrap() error { return e.Cause }
 
 // Errorf returns an *Error of class c.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -72,5 +73,37 @@ func TestCallInfo(t *testing.T) {
 	CallInfoFrom(ctx).AddAttempt()
 	if ci.Attempts() != 2 {
 		t.Errorf("attempts = %d, want 2", ci.Attempts())
+	}
+}
+
+// TestTruncate: a message that fits is left alone; a longer one is cut to the bound on a rune
+// boundary, marked with "…", whatever the width of the rune at the cut.
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		n    int
+		want string
+	}{
+		{"short", "abc", 8, "abc"},
+		{"exact", "abcdefgh", 8, "abcdefgh"},
+		{"ascii", "abcdefghi", 8, "abcde…"},
+		{"two-byte rune at the cut", "abcdéfghi", 8, "abcd…"},
+		{"three-byte rune at the cut", "ab日本語xyz", 9, "ab日…"},
+		{"bound below the mark", "abcdef", 2, "…"},
+		{"at MaxMessageBytes", strings.Repeat("日本", MaxMessageBytes), MaxMessageBytes, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Truncate(tc.in, tc.n)
+			if tc.want != "" && got != tc.want {
+				t.Errorf("Truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+			}
+			if !utf8.ValidString(got) || (len(got) > tc.n && len(tc.in) > tc.n && got != "…") {
+				t.Errorf("Truncate gave %d bytes (bound %d), valid UTF-8 %v", len(got), tc.n, utf8.ValidString(got))
+			}
+			if len(tc.in) > tc.n && !strings.HasSuffix(got, "…") {
+				t.Error("a cut message is not marked")
+			}
+		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 // collapse to one space, with none at either end.
 //
 // The gateway scrubs the request's secret values from messages after the backend has done
-// this, so its scrubber (proxy.Scrubber) also looks for OneLine of every secret value: a
+// this, so its scrubber (redact.Scrubber) also looks for OneLine of every secret value: a
 // secret with a trailing newline, a CRLF, a tab or several lines still matches once a
 // backend has flattened it.
 func OneLine(s string) string {

@@ -5,7 +5,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // maxReadyReason bounds the body of a 503 from /readyz: enough for a reason per backend of a
@@ -105,7 +106,7 @@ func serveHealthz(w http.ResponseWriter, _ *http.Request) {
 func readyzHandler(rd *Readiness) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := rd.Check(r.Context()); err != nil {
-			writeText(w, http.StatusServiceUnavailable, truncateText(err.Error(), maxReadyReason))
+			writeText(w, http.StatusServiceUnavailable, backends.Truncate(err.Error(), maxReadyReason))
 			return
 		}
 		writeText(w, http.StatusOK, "ready")
@@ -120,17 +121,4 @@ func writeText(w http.ResponseWriter, code int, body string) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	io.WriteString(w, body)
-}
-
-// truncateText cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
 }

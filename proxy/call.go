@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // Call is one call on its way through the gateway. The middleware chain reads and annotates
@@ -41,8 +43,8 @@ type Call struct {
 	resp   proto.Message
 	respOf []byte
 
-	scrubber *Scrubber
-	redactor *Redactor // finds the request's secret values for Scrub; nil: Scrub does nothing
+	scrubber *redact.Scrubber
+	redactor *redact.Redactor // finds the request's secret values for Scrub; nil: Scrub does nothing
 	ids      map[string]string
 	idsDone  bool
 }
@@ -105,14 +107,14 @@ func sameBytes(a, b []byte) bool {
 
 // secrets returns the scrubber for the secret values of the call's request, built on first
 // use. Calls whose request carries no secrets get an empty scrubber.
-func (c *Call) secrets(r *Redactor) *Scrubber {
+func (c *Call) secrets(r *redact.Redactor) *redact.Scrubber {
 	if c.scrubber == nil {
 		req, _ := c.DecodedRequest()
 		var values []string
 		if req != nil {
 			values = r.SecretValues(req)
 		}
-		c.scrubber = NewScrubber(values)
+		c.scrubber = redact.NewScrubber(values)
 	}
 	return c.scrubber
 }

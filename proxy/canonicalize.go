@@ -5,24 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // maxMessageBytes bounds the message of every status the gateway returns.
 const maxMessageBytes = 1024
 
 // canonicalize turns whatever error the rest of the chain returns into the status the CSI
-// spec requires for the call's method (see errorRules): a code from the table, a non-empty
+// spec requires for the call's method (csispec.ErrorCode): a code from the table, a non-empty
 // message of at most 1 KiB with the request's secret values scrubbed out, and no details.
 // When the table says OK (deleting what is already gone), the caller gets an empty response.
 //
 // Methods the gateway does not know are not CSI: their statuses pass through untouched.
-func canonicalize(r *Redactor) Middleware {
+func canonicalize(r *redact.Redactor) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)
@@ -38,7 +39,7 @@ func canonicalize(r *Redactor) Middleware {
 			if ctx.Err() != nil && class != backends.ClassDeadline {
 				class = callerGone(ctx)
 			}
-			code := canonicalCode(call.Method, class)
+			code := csispec.ErrorCode(call.Method, class)
 			if code == codes.OK {
 				call.Response = []byte{} // the method's empty response message
 				return nil
@@ -96,15 +97,5 @@ func messageOf(err error, class backends.Class) string {
 	return msg
 }
 
-// boundMessage cuts msg to maxMessageBytes on a rune boundary.
-func boundMessage(msg string) string {
-	if len(msg) <= maxMessageBytes {
-		return msg
-	}
-	const ellipsis = "…"
-	cut := maxMessageBytes - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + ellipsis
-}
+// boundMessage cuts msg to maxMessageBytes on a rune boundary (backends.Truncate).
+func boundMessage(msg string) string { return backends.Truncate(msg, maxMessageBytes) }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 func TestBoundMessage(t *testing.T) {
@@ -181,7 +184,7 @@ func TestCanonicalize(t *testing.T) {
 				ctx = context.Background()
 			}
 			call := &Call{Method: tt.method, info: lookupMethod(tt.method)}
-			h := canonicalize(NewRedactor())(func(context.Context, *Call) error {
+			h := canonicalize(redact.NewRedactor())(func(context.Context, *Call) error {
 				call.Response = tt.resp
 				return tt.err
 			})
@@ -257,7 +260,7 @@ func TestCanonicalizeScrubsSecrets(t *testing.T) {
 			if call.info == nil {
 				t.Fatal("CreateVolume is not known")
 			}
-			h := canonicalize(NewRedactor())(func(context.Context, *Call) error { return tt.err })
+			h := canonicalize(redact.NewRedactor())(func(context.Context, *Call) error { return tt.err })
 			st := status.Convert(h(context.Background(), call))
 			if st.Code() != tt.want || st.Message() != tt.wantMsg {
 				t.Errorf("got %v %q, want %v %q", st.Code(), st.Message(), tt.want, tt.wantMsg)
@@ -266,6 +269,77 @@ func TestCanonicalizeScrubsSecrets(t *testing.T) {
 				if strings.Contains(st.Message(), leak) {
 					t.Errorf("message leaks %q: %q", leak, st.Message())
 				}
+			}
+		})
+	}
+}
+
+// TestProbeThroughServer: the spec's Probe through a real Server. A backend that cannot be
+// reached (down, circuit open, draining) or does not answer in time is a plugin that is not
+// healthy: FAILED_PRECONDITION with the backend's reason. A backend that answers, ready=false
+// included, passes through.
+func TestProbeThroughServer(t *testing.T) { onEachTransport(t, testProbeThroughServer) }
+
+func testProbeThroughServer(t *testing.T, tr Transport) {
+	answer := func(resp *csi.ProbeResponse, err error) func(context.Context, string, []byte) ([]byte, error) {
+		return func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+			if err != nil {
+				return nil, err
+			}
+			return proto.Marshal(resp)
+		}
+	}
+	hang := func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+		<-ctx.Done()
+		return nil, backends.Errorf(backends.ClassDeadline, `backend "fake": no answer from the driver within the deadline`)
+	}
+	down := `backend "fake": cannot reach the driver at unix:///csi/driver.sock (connection refused); is the driver running? check backends.fake.target`
+	tests := []struct {
+		name      string
+		backend   func(context.Context, string, []byte) ([]byte, error)
+		wantCode  codes.Code
+		wantMsg   string
+		wantReady *wrapperspb.BoolValue // when OK: nil for absent
+	}{
+		{"ready", answer(&csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil), codes.OK, "", wrapperspb.Bool(true)},
+		{"ready absent", answer(&csi.ProbeResponse{}, nil), codes.OK, "", nil},
+		{"still starting", answer(&csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil), codes.OK, "", wrapperspb.Bool(false)},
+		{"backend down", answer(nil, backends.Errorf(backends.ClassUnavailable, "%s", down)), codes.FailedPrecondition, down, nil},
+		{"circuit open", answer(nil, backends.Errorf(backends.ClassUnavailable, `backend "fake": circuit open after 5 failures; retrying in 10s`)),
+			codes.FailedPrecondition, `backend "fake": circuit open after 5 failures; retrying in 10s`, nil},
+		{"driver says unavailable", answer(nil, status.Error(codes.Unavailable, "array controller rebooting")),
+			codes.FailedPrecondition, "array controller rebooting", nil},
+		{"no answer in time", hang, codes.FailedPrecondition,
+			`backend "fake": no answer from the driver within the deadline`, nil},
+		{"driver broken", answer(nil, backends.Errorf(backends.ClassInternal, `backend "fake": probe failed: disk controller error`)),
+			codes.Internal, `backend "fake": probe failed: disk controller error`, nil},
+	}
+	// The gateway's own deadline for Probe ends the hanging case quickly; the caller's longer
+	// deadline is capped to it.
+	timeouts, err := NewTimeouts(TimeoutConfig{Overrides: []MethodTimeout{
+		{Methods: []string{"/csi.v1.Identity/Probe"}, Max: 200 * time.Millisecond},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := serverFakeOptions(&serverFake{answer: tt.backend})
+			opts.Timeouts = timeouts
+			ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)
+			resp, err := csi.NewIdentityClient(ts.conn).Probe(serverCallCtx(t), &csi.ProbeRequest{})
+			st := status.Convert(err)
+			if st.Code() != tt.wantCode || st.Message() != tt.wantMsg {
+				t.Fatalf("got %v %q\nwant %v %q", st.Code(), st.Message(), tt.wantCode, tt.wantMsg)
+			}
+			if len(st.Details()) != 0 {
+				t.Errorf("details %v, want none", st.Details())
+			}
+			if err != nil {
+				return
+			}
+			if r := resp.GetReady(); !proto.Equal(r, tt.wantReady) {
+				t.Errorf("ready = %v, want %v", r, tt.wantReady)
 			}
 		})
 	}

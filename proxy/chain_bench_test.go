@@ -16,6 +16,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
 	"github.com/csi-gateway/csi-gateway/test/bench/messages"
 )
 
@@ -69,7 +70,7 @@ func BenchmarkChain(b *testing.B) {
 	}
 	// Without STAGE_UNSTAGE_VOLUME, as `make bench`'s backend: NodePublishVolume needs no
 	// staging_target_path.
-	caps := valAllCaps().without(nodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME))
+	caps := valAllCaps().without(csispec.NodeCap(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME))
 	be := &chainBackend{caps: caps, answers: map[string][]byte{}}
 	for _, w := range workloads {
 		be.answers[w.method] = mustMarshal(w.resp)

@@ -12,7 +12,8 @@ import (
 
 // confine applies what a listener restricts an admitted caller to: the methods it may call
 // (PERMISSION_DENIED for the others) and the tenant its calls act for, which it puts in the
-// context for the tenancy stage. It runs right after authorize.
+// context for the tenancy stage. It is the first middleware that refuses calls (callers were
+// admitted in the handshake).
 func confine(p ListenerPolicy) Middleware {
 	ruleTenants := slices.ContainsFunc(p.Clients.Rules, func(r auth.ClientRule) bool { return r.Tenant != "" })
 	return func(next Handler) Handler {

@@ -197,7 +197,7 @@ func matchesAny(patterns []string, method string) bool {
 //
 // When the gateway's own deadline ends a known method with DEADLINE_EXCEEDED, the message
 // says so and which limit it was, so that a timeout the caller did not ask for can be told
-// from the backend being slow. It sits inside authorize, before dispatch.
+// from the backend being slow. It sits inside confine, before dispatch.
 func limitDeadlines(t *Timeouts) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {

@@ -1,13 +1,13 @@
 // Package proxy is the gateway's call path: listeners, the gRPC server that accepts every
-// method, and the one middleware chain every call passes (composed in Server.handler):
-// recover, log, observe (the live tap), tracing annotations, metrics (calls in flight and
-// finished), confine (method allow-lists, tenant), deadlines, spec validation, per-object
-// serialization, tenant scoping (package tenancy), per-RPC error canonicalization and the List
-// calls' paging guard, then routing to a backend. It also holds what that chain needs:
-// redaction by schema and value scrubbing, the route table, readiness, the admin endpoints
-// (/metrics, /healthz, /readyz, /debug/tap), graceful shutdown, the admission of callers in
-// each listener's handshake and the listeners' hard limits (TransportLimits), the same on
-// both transports.
+// method, and the one middleware chain every call passes, composed in Server.handler (its
+// order, and a call followed through it, are in docs/architecture.md). It also holds what
+// that chain needs and no other package would: the route table, per-object serialization,
+// the capability cache the spec rules gate by, error canonicalization, metrics, readiness,
+// the admin endpoints (/metrics, /healthz, /readyz, /debug/tap), graceful shutdown, the
+// admission of callers in each listener's handshake and the listeners' hard limits
+// (TransportLimits), the same on both transports (on grpc-go's with a call guard around the
+// handler and an h2limit.Conn under each connection). Redaction and scrubbing are package
+// redact's, the CSI spec's rules package csispec's.
 //
 // It owns no storage logic: every call is handed to a backend chosen by the route table, as
 // the raw bytes the caller sent.

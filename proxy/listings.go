@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // guardListings keeps the paging of every List call sent to a backend (ListVolumes,
@@ -39,7 +40,7 @@ func guardListings() Middleware {
 				return next(ctx, call)
 			}
 			paging := call.info.paging
-			token, _ := wireValue(call.Request, paging.starting)
+			token, _ := protoread.WireValue(call.Request, paging.starting)
 			sent := listingOf(ctx)
 			sent.add(token)
 			if err := next(ctx, call); err != nil {
@@ -48,7 +49,7 @@ func guardListings() Middleware {
 				}
 				return err
 			}
-			nextToken, ok := wireValue(call.Response, paging.next)
+			nextToken, ok := protoread.WireValue(call.Response, paging.next)
 			if !ok || len(nextToken) == 0 {
 				return nil // the last page, or an answer validation refuses
 			}

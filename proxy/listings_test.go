@@ -19,13 +19,14 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // listingHandler is the end of the chain as the server composes it, canonicalize, the
 // listing guard and dispatch, in front of fake.
 func listingHandler(fake backends.Backend) Handler {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
-	return chain(dispatch(routes, map[string]backends.Backend{"fake": fake}), canonicalize(NewRedactor()), guardListings())
+	return chain(dispatch(routes, map[string]backends.Backend{"fake": fake}), canonicalize(redact.NewRedactor()), guardListings())
 }
 
 // TestPageTokensOf: exactly the four paged List methods have page tokens.
@@ -82,7 +83,7 @@ func TestListingRefusedToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return nil, tc.err }}
-			err, _ := runValidated(t, listingHandler(fake), tc.method, tc.req)
+			_, err := runValidated(t, listingHandler(fake), tc.method, tc.req)
 			st := status.Convert(err)
 			if st.Code() != tc.code || st.Message() != tc.msg {
 				t.Errorf("got %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
@@ -120,7 +121,7 @@ func TestListingRepeatedToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := &serverFake{answer: func(context.Context, string, []byte) ([]byte, error) { return want, nil }}
-			err, got := runValidated(t, listingHandler(fake), tc.method, tc.req)
+			got, err := runValidated(t, listingHandler(fake), tc.method, tc.req)
 			st := status.Convert(err)
 			if st.Code() != tc.code || st.Message() != tc.msg {
 				t.Errorf("got %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)

@@ -10,13 +10,14 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // logCalls writes one line per call when it ends: method, code, duration, caller, the IDs
 // the request names, backend and attempts; at debug level also the request and response,
 // redacted by schema (secrets, mount flags, context values) and scrubbed of the request's
 // secret values. Error messages have already been scrubbed by canonicalize.
-func logCalls(log *slog.Logger, r *Redactor) Middleware {
+func logCalls(log *slog.Logger, r *redact.Redactor) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)
@@ -70,7 +71,7 @@ func idAttrs(ids map[string]string) []slog.Attr {
 }
 
 // payloadAttrs renders the redacted request and response for debug logs.
-func payloadAttrs(call *Call, req proto.Message, r *Redactor) []slog.Attr {
+func payloadAttrs(call *Call, req proto.Message, r *redact.Redactor) []slog.Attr {
 	scrub := call.secrets(r)
 	var out []slog.Attr
 	if req != nil {

@@ -10,6 +10,8 @@ import (
 	// decoded and logged; any other method is forwarded as raw frames.
 	_ "github.com/container-storage-interface/spec/lib/go/csi"
 	_ "github.com/csi-addons/spec/lib/go/volumegroup"
+
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // methodInfo describes a method the gateway knows from the protobuf registry.
@@ -38,7 +40,7 @@ type pageTokens struct {
 func pageTokensOf(md protoreflect.MethodDescriptor) *pageTokens {
 	starting := md.Input().Fields().ByName("starting_token")
 	next := md.Output().Fields().ByName("next_token")
-	if md.IsStreamingClient() || md.IsStreamingServer() || !isSingularString(starting) || !isSingularString(next) {
+	if md.IsStreamingClient() || md.IsStreamingServer() || !protoread.IsSingularString(starting) || !protoread.IsSingularString(next) {
 		return nil
 	}
 	return &pageTokens{starting: starting, next: next}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // readyFake is a backend of which only Ready matters: it counts its calls and answers with
@@ -36,24 +37,6 @@ func failing(msg string) *readyFake {
 // blocking answers nil once release is closed, whatever its context says.
 func blocking(release <-chan struct{}) *readyFake {
 	return &readyFake{ready: func(context.Context) error { <-release; return nil }}
-}
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 func listening(r *Readiness) *Readiness {
@@ -143,7 +126,7 @@ func TestReadinessConcurrentBackends(t *testing.T) {
 // TestReadinessCacheTTL: within the TTL every answer (success or failure) is reused; after it,
 // the backends are asked again.
 func TestReadinessCacheTTL(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	clock := testutil.NewClock()
 	var healthy atomic.Bool
 	b := &readyFake{ready: func(context.Context) error {
 		if healthy.Load() {
@@ -152,7 +135,7 @@ func TestReadinessCacheTTL(t *testing.T) {
 		return errors.New("warming up")
 	}}
 	r := listening(NewReadiness(map[string]backends.Backend{"a": b}))
-	r.now = clock.now
+	r.now = clock.Now
 	check := func(want string) {
 		t.Helper()
 		if got := errText(r.Check(context.Background())); got != want {
@@ -167,9 +150,9 @@ func TestReadinessCacheTTL(t *testing.T) {
 		t.Fatalf("Ready called %d times for 10 checks within the TTL, want 1", n)
 	}
 	healthy.Store(true)
-	clock.advance(1999 * time.Millisecond)
+	clock.Advance(1999 * time.Millisecond)
 	check(down) // still cached: the default TTL is 2 s
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	check("<nil>")
 	check("<nil>")
 	if n := b.calls.Load(); n != 2 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // CallRecord is what the gateway tells its observers (the live tap) about one finished call. It holds no payload and no secret: IDs and names are not secret, and Message
@@ -104,7 +105,7 @@ var recordedIDFields = [...]protoreflect.Name{"name", "volume_id", "snapshot_id"
 func idFieldsOf(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
 	fds := make([]protoreflect.FieldDescriptor, len(recordedIDFields))
 	for i, name := range recordedIDFields {
-		if fd := md.Fields().ByName(name); isSingularString(fd) {
+		if fd := md.Fields().ByName(name); protoread.IsSingularString(fd) {
 			fds[i] = fd
 		}
 	}
@@ -112,11 +113,11 @@ func idFieldsOf(md protoreflect.MessageDescriptor) []protoreflect.FieldDescripto
 }
 
 // requestIDs returns the identifying fields a request sets, read in one pass off its wire
-// bytes raw without decoding the rest (see wireStrings); fds are its idFieldsOf. Nil when
+// bytes raw without decoding the rest (see protoread.WireStrings); fds are its idFieldsOf. Nil when
 // there are none.
 func requestIDs(fds []protoreflect.FieldDescriptor, raw []byte) map[string]string {
 	var values [len(recordedIDFields)]string
-	if !wireStrings(raw, fds, values[:]) {
+	if !protoread.WireStrings(raw, fds, values[:]) {
 		return nil
 	}
 	var out map[string]string

@@ -16,6 +16,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/internal/workers"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // Serializer is the table of operations in flight on each volume, snapshot and group, for
@@ -110,13 +111,13 @@ func (s *Server) serializer() *Serializer {
 // own panic recovery (logged to log); r scrubs the refused call's secret values from ABORTED
 // messages.
 //
-// It belongs inside authorize and validation (a refused call never joins or blocks anything)
+// It belongs inside confine and validation (a refused call never joins or blocks anything)
 // and the deadline limits (a flight carries a limited deadline); outside tenant scoping, so
 // that identical calls of a tenant are one call before tenancy takes a quota hold for it (ten
 // identical creates in flight hold the quota once, not ten times); and outside canonicalize,
 // so the answer shared by joined callers is already the final status. Its keys carry the
 // caller's tenant (objectKey): two tenants' calls never join nor refuse each other.
-func serializeCalls(sz *Serializer, log *slog.Logger, r *Redactor) Middleware {
+func serializeCalls(sz *Serializer, log *slog.Logger, r *redact.Redactor) Middleware {
 	return func(next Handler) Handler {
 		run := recoverPanics(log)(next)
 		return func(ctx context.Context, call *Call) error {
@@ -130,7 +131,7 @@ func serializeCalls(sz *Serializer, log *slog.Logger, r *Redactor) Middleware {
 }
 
 // do joins the flight identical to op, starts a new one, or refuses op, and then waits.
-func (s *Serializer) do(ctx context.Context, call *Call, op *operation, run Handler, r *Redactor) error {
+func (s *Serializer) do(ctx context.Context, call *Call, op *operation, run Handler, r *redact.Redactor) error {
 	for {
 		if ctx.Err() != nil {
 			return stoppedWaiting(ctx, op)
@@ -268,7 +269,7 @@ func (s *Serializer) leave(f *flight) {
 // aborted is the ABORTED status for op, refused because f is in flight on the same object.
 // It is a final CSI status (serialize sits outside canonicalize): code 10, no details, a
 // bounded message scrubbed of the refused request's secret values.
-func aborted(call *Call, op *operation, f *flight, r *Redactor) error {
+func aborted(call *Call, op *operation, f *flight, r *redact.Redactor) error {
 	inFlight := f.describe()
 	if f.method == op.method && f.scope == op.scope {
 		inFlight = "another " + inFlight

@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
 // objectKind is a kind of object calls are serialized on: the prefix of its keys in the
@@ -104,7 +106,7 @@ func operationOf(call *Call, tenant string) (operation, bool) {
 		fds[1] = fields.ByName(k.scope)
 	}
 	var values [2]string
-	if !wireStrings(call.Request, fds[:], values[:]) || values[0] == "" {
+	if !protoread.WireStrings(call.Request, fds[:], values[:]) || values[0] == "" {
 		return operation{}, false
 	}
 	op := operation{key: objectKey(tenant, k.kind, values[0]), kind: k.kind, id: values[0],

@@ -21,6 +21,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
 
 	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // serialFake is a backend for the serialization tests. It counts calls by method; a call of
@@ -755,7 +756,7 @@ func TestSerialWaitsOutAbandonedCall(t *testing.T) {
 		call.Response = []byte{}
 		return nil
 	}
-	h := serializeCalls(sz, slog.New(slog.DiscardHandler), NewRedactor())(backend)
+	h := serializeCalls(sz, slog.New(slog.DiscardHandler), redact.NewRedactor())(backend)
 	newCall := func(t *testing.T, m proto.Message, method string) *Call {
 		t.Helper()
 		raw, err := proto.Marshal(m)

@@ -17,6 +17,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 
 	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // Options configure a Server. Backends are built by the caller and owned by it.
@@ -89,7 +90,7 @@ type Server struct {
 	opts     Options
 	methods  methodTable
 	routes   routeTable
-	redactor *Redactor
+	redactor *redact.Redactor
 
 	mu      sync.Mutex
 	servers []listenerServer
@@ -112,15 +113,12 @@ func NewServer(o Options) (*Server, error) {
 		opts:     o,
 		methods:  newMethodTable(),
 		routes:   routes,
-		redactor: NewRedactor(WithSafeContextKeys(o.SafeContextKeys...)),
+		redactor: redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
 	}, nil
 }
 
-// handler composes the middleware chain, in the one documented order:
-//
-//	recover → log → observe (tap) → annotate span → measure (metrics) → confine →
-//	deadline → validate → serialize → scope tenants → canonicalize → guard listings →
-//	dispatch (route → backend)
+// handler composes the middleware chain, outermost first; docs/architecture.md lists it with
+// what each middleware does (TestChainMatchesHandler, in docs/, compares the two).
 //
 // Who may call at all is decided before the chain, in the listener's handshake (see
 // ListenerPolicy.admitting): a refused caller's connection never carries a call.

@@ -26,6 +26,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // serverCanary is a secret value sent through the server; it must appear in no log line.
@@ -532,8 +533,8 @@ func testServerDebugLogsRedactedPayloads(t *testing.T, tr Transport) {
 		t.Fatalf("request %q: %v", lines[0]["request"], err)
 	}
 	if loggedReq.Name != "pvc-debug" || loggedReq.Parameters["tier"] != "gold" ||
-		loggedReq.Secrets["password"] != RedactedValue || len(loggedReq.VolumeCapabilities) != 1 ||
-		!slices.Equal(loggedReq.VolumeCapabilities[0].Mount.MountFlags, []string{RedactedValue}) {
+		loggedReq.Secrets["password"] != redact.RedactedValue || len(loggedReq.VolumeCapabilities) != 1 ||
+		!slices.Equal(loggedReq.VolumeCapabilities[0].Mount.MountFlags, []string{redact.RedactedValue}) {
 		t.Errorf("logged request = %+v", loggedReq)
 	}
 	var loggedResp struct {
@@ -545,7 +546,7 @@ func testServerDebugLogsRedactedPayloads(t *testing.T, tr Transport) {
 	if err := json.Unmarshal([]byte(fmt.Sprint(lines[0]["response"])), &loggedResp); err != nil {
 		t.Fatalf("response %q: %v", lines[0]["response"], err)
 	}
-	if loggedResp.Volume.VolumeID != "vol-9" || loggedResp.Volume.VolumeContext["chapPassword"] != RedactedValue {
+	if loggedResp.Volume.VolumeID != "vol-9" || loggedResp.Volume.VolumeContext["chapPassword"] != redact.RedactedValue {
 		t.Errorf("logged response = %+v", loggedResp)
 	}
 	if strings.Contains(ts.log.String(), serverCanary) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // TracingStatsHandler returns the stats handler that gives every call on a listener its
@@ -45,7 +46,7 @@ func TracingStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropag
 // already scrubbed of the request's secret values. ID values are scrubbed too, and no payload
 // is ever recorded. When the span does not record (tracing off, or this trace not sampled) it
 // costs one context lookup and decodes nothing.
-func annotateSpan(r *Redactor) Middleware {
+func annotateSpan(r *redact.Redactor) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)

@@ -35,10 +35,11 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
-	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/backends/rest/connect"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
+	"github.com/csi-gateway/csi-gateway/redact"
 	"github.com/csi-gateway/csi-gateway/tracing"
 )
 
@@ -148,11 +149,11 @@ func checkAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
 		switch w := w.(type) {
 		case string:
 			if !ok || v.AsString() != w {
-				t.Errorf("span %q (%s): %s = %q, want %q", s.Name(), s.SpanKind(), k, v.Emit(), w)
+				t.Errorf("span %q (%s): %s = %q, want %q", s.Name(), s.SpanKind(), k, v.String(), w)
 			}
 		case int:
 			if !ok || v.AsInt64() != int64(w) {
-				t.Errorf("span %q (%s): %s = %s, want %d", s.Name(), s.SpanKind(), k, v.Emit(), w)
+				t.Errorf("span %q (%s): %s = %s, want %d", s.Name(), s.SpanKind(), k, v.String(), w)
 			}
 		}
 	}
@@ -169,7 +170,7 @@ func checkNoAttrs(t *testing.T, s sdktrace.ReadOnlySpan, keys ...attribute.Key) 
 	got := spanAttrs(s)
 	for _, k := range keys {
 		if v, ok := got[k]; ok {
-			t.Errorf("span %q (%s) has %s = %s", s.Name(), s.SpanKind(), k, v.Emit())
+			t.Errorf("span %q (%s) has %s = %s", s.Name(), s.SpanKind(), k, v.String())
 		}
 	}
 }
@@ -531,7 +532,7 @@ func testTracesCarryNoSecrets(t *testing.T, tr Transport) {
 		bad := serverCreateVolumeRequest("pvc-echo")
 		bad.Secrets = map[string]string{"password": traceCanary}
 		_, err := client.CreateVolume(serverCallCtx(t), bad)
-		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "the password "+ScrubbedValue+" is wrong") {
+		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "the password "+redact.ScrubbedValue+" is wrong") {
 			t.Errorf("%s: failing call = %v, want Internal with the password scrubbed", kind, err)
 		}
 	}
@@ -547,19 +548,19 @@ func testTracesCarryNoSecrets(t *testing.T, tr Transport) {
 				t.Errorf("%s span %q carries the secret: %q", s.SpanKind(), s.Name(), text)
 			}
 		}
-		if v, ok := spanAttrs(s)["csi.name"]; ok && strings.HasPrefix(v.AsString(), "pvc-"+ScrubbedValue) {
+		if v, ok := spanAttrs(s)["csi.name"]; ok && strings.HasPrefix(v.AsString(), "pvc-"+redact.ScrubbedValue) {
 			named++
 		}
 		if s.SpanKind() == trace.SpanKindServer && s.Status().Code == otelcodes.Error {
 			failed++
-			if !strings.Contains(s.Status().Description, "the password "+ScrubbedValue+" is wrong") {
+			if !strings.Contains(s.Status().Description, "the password "+redact.ScrubbedValue+" is wrong") {
 				t.Errorf("server span status %q, want the scrubbed message", s.Status().Description)
 			}
 			checkAttrs(t, s, map[string]any{"rpc.response.status_code": "INTERNAL"})
 		}
 	}
 	if named != 2 {
-		t.Errorf("%d server spans with csi.name pvc-%s, want 2:\n%s", named, ScrubbedValue, describeSpans(spans))
+		t.Errorf("%d server spans with csi.name pvc-%s, want 2:\n%s", named, redact.ScrubbedValue, describeSpans(spans))
 	}
 	if failed != 2 {
 		t.Errorf("%d failed server spans, want 2:\n%s", failed, describeSpans(spans))
@@ -571,7 +572,7 @@ func spanTexts(s sdktrace.ReadOnlySpan) []string {
 	out := []string{s.Name(), s.Status().Description}
 	kvs := func(attrs []attribute.KeyValue) {
 		for _, kv := range attrs {
-			out = append(out, string(kv.Key), kv.Value.Emit())
+			out = append(out, string(kv.Key), kv.Value.String())
 		}
 	}
 	kvs(s.Attributes())

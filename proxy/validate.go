@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
 )
 
 // ValidationMode says what the gateway does with a call that breaks a rule of the CSI spec
@@ -40,24 +41,14 @@ func ParseValidationMode(s string) (ValidationMode, error) {
 	return "", fmt.Errorf("unknown validation mode %q; use enforce, warn or off", s)
 }
 
-// violation is one broken rule: the code the caller gets and what is wrong, naming the field
-// path ("volume_capabilities[0].access_mode is required"). Messages never quote a value the
-// caller sent (it could be a secret), only field paths, sizes and topology keys.
-type violation struct {
-	code codes.Code
-	msg  string
-}
-
-// maxViolations bounds how many broken rules one check collects.
-const maxViolations = 8
-
-// validate checks every call of a known CSI or VolumeGroup method against the spec: the
-// request (required fields, sizes, formats), what the backend the method routes to
-// advertises (capability gating), and the backend's answer. In enforce mode a broken request
+// validate checks every call of a known CSI or VolumeGroup method against the spec's rules
+// (package csispec): the request (required fields, sizes, formats), what the backend the
+// method routes to advertises (capability gating), and the backend's answer. This middleware
+// only decodes the call, supplies the capabilities and acts on what csispec finds. In enforce mode a broken request
 // never reaches the backend and a malformed answer never reaches the caller; in warn mode both
 // are logged and forwarded; off (or "") adds nothing to the chain.
 //
-// It sits after authorize (and the deadline limit), outside serialization and canonicalize: a refused request
+// It sits after confine (and the deadline limit), outside serialization and canonicalize: a refused request
 // takes no slot of a volume and reaches no backend, its errors are statuses of the gateway's
 // own (no details, a bounded message, no value from the request), and the answer it checks is
 // the one the caller would get (DeleteVolume of a missing volume already made OK). Capabilities are fetched from the routed backend and cached (capabilityCache);
@@ -86,7 +77,7 @@ func (v *validator) middleware(next Handler) Handler {
 		backend := v.routes.match(call.Method)
 		req, err := call.DecodedRequest()
 		if err != nil {
-			if err := v.refuse(ctx, call, backend, "request", []violation{{codes.InvalidArgument, err.Error()}}); err != nil {
+			if err := v.refuse(ctx, call, backend, "request", []csispec.Violation{{Code: codes.InvalidArgument, Msg: err.Error()}}); err != nil {
 				return err
 			}
 			return next(ctx, call) // warn: forwarded; an answer to an undecodable request is not checked
@@ -101,8 +92,8 @@ func (v *validator) middleware(next Handler) Handler {
 		}
 		resp, err := decodeResponse(call) // a nil Response is the empty message
 		if err != nil {
-			return v.refuse(ctx, call, backend, "response", []violation{{responseCode(call.Method),
-				fmt.Sprintf("the answer is not a valid %s: %v", call.info.desc.Output().FullName(), err)}})
+			return v.refuse(ctx, call, backend, "response", []csispec.Violation{{Code: csispec.ResponseCode(call.Method),
+				Msg: fmt.Sprintf("the answer is not a valid %s: %v", call.info.desc.Output().FullName(), err)}})
 		}
 		if backend != "" {
 			v.caps.learn(backend, call.Method, resp)
@@ -123,54 +114,43 @@ func decodeResponse(call *Call) (proto.Message, error) {
 	return call.DecodedResponse()
 }
 
-// checkRequest returns the rules req breaks: first the capability the method needs, then the
-// request's own fields, then the rules that depend on what the backend advertises.
-func (v *validator) checkRequest(ctx context.Context, method, backend string, req proto.Message) []violation {
-	caps := v.caps.view(ctx, backend)
-	if vl := gateMethod(method, caps); vl != nil {
-		return []violation{*vl}
-	}
-	c := newChecker(requestSide)
-	c.check(req.ProtoReflect())
-	if len(c.out) > 0 {
-		return c.out
-	}
-	return gateRequest(method, req, caps)
+// checkRequest returns the rules req breaks (csispec.CheckRequest), with the capabilities of
+// backend as the cache knows them.
+func (v *validator) checkRequest(ctx context.Context, method, backend string, req proto.Message) []csispec.Violation {
+	return csispec.CheckRequest(ctx, method, req, backend, v.caps)
 }
 
-// checkResponse returns the rules the backend's answer breaks, with the code each becomes.
-func (v *validator) checkResponse(ctx context.Context, method, backend string, req, resp proto.Message) []violation {
-	c := newChecker(responseSide)
-	c.check(resp.ProtoReflect())
-	checkAnswer(c, method, req, resp, v.caps.view(ctx, backend))
-	return c.out
+// checkResponse returns the rules the backend's answer breaks, with the code each becomes
+// (csispec.CheckResponse).
+func (v *validator) checkResponse(ctx context.Context, method, backend string, req, resp proto.Message) []csispec.Violation {
+	return csispec.CheckResponse(ctx, method, req, resp, backend, v.caps)
 }
 
 // refuse acts on broken rules: in enforce mode it returns the status the caller gets; in warn
 // mode it logs what enforce would have refused and returns nil.
-func (v *validator) refuse(ctx context.Context, call *Call, backend, side string, vs []violation) error {
+func (v *validator) refuse(ctx context.Context, call *Call, backend, side string, vs []csispec.Violation) error {
 	msg := describe(call, backend, side, vs)
 	if v.mode == ValidationWarn {
 		v.log.LogAttrs(ctx, slog.LevelWarn, "validation",
 			slog.String("method", call.MethodName()),
 			slog.String("backend", backend),
 			slog.String("side", side),
-			slog.String("would_refuse_with", vs[0].code.String()),
+			slog.String("would_refuse_with", vs[0].Code.String()),
 			slog.String("problem", msg))
 		return nil
 	}
-	return status.Error(vs[0].code, msg)
+	return status.Error(vs[0].Code, msg)
 }
 
 // describe is the message of a refusal: where it comes from and the first broken rules.
-func describe(call *Call, backend, side string, vs []violation) string {
+func describe(call *Call, backend, side string, vs []csispec.Violation) string {
 	var b strings.Builder
 	switch {
-	case side == "request" && vs[0].code == codes.InvalidArgument:
+	case side == "request" && vs[0].Code == codes.InvalidArgument:
 		fmt.Fprintf(&b, "csi-gateway: invalid %s request: ", call.MethodName())
 	case side == "request":
 		b.WriteString("csi-gateway: ")
-	case vs[0].code == incompatible:
+	case vs[0].Code == csispec.Incompatible:
 		fmt.Fprintf(&b, "backend %q: the %s answer does not match the request: ", backend, call.MethodName())
 	default:
 		fmt.Fprintf(&b, "backend %q: malformed %s answer: ", backend, call.MethodName())
@@ -180,16 +160,16 @@ func describe(call *Call, backend, side string, vs []violation) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(vl.msg)
+		b.WriteString(vl.Msg)
 	}
 	if n := len(vs) - shown; n > 0 {
 		fmt.Fprintf(&b, "; and %d more", n)
 	}
 	if side == "response" {
-		switch vs[0].code {
+		switch vs[0].Code {
 		case codes.Unavailable:
 			b.WriteString("; the gateway does not pass on a malformed answer: retry with the same name, and fix the backend")
-		case incompatible:
+		case csispec.Incompatible:
 			b.WriteString("; an object of this name exists and is not the one asked for: use another name, or the arguments it was created with")
 		default:
 			b.WriteString("; the gateway does not pass on a malformed answer: fix the backend")

@@ -11,13 +11,15 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/csispec"
 )
 
 // gatingCase is one capability rule: the backend lacks the capabilities in drop, and the
 // caller of method with req gets code and fragment (codes.OK: forwarded).
 type gatingCase struct {
 	name     string
-	drop     []capRef
+	drop     []csispec.CapRef
 	method   string
 	req      proto.Message // nil: validRequests[method]
 	code     codes.Code
@@ -25,13 +27,13 @@ type gatingCase struct {
 }
 
 func gatingCases() []gatingCase {
-	c := ctrlCap
-	n := nodeCap
-	p := pluginCap
-	group := capRef{groupCaps, int32(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)}
-	unimpl := func(name string, ref capRef, method, capName string) gatingCase {
+	c := csispec.ControllerCap
+	n := csispec.NodeCap
+	p := csispec.PluginCap
+	group := csispec.GroupCap(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)
+	unimpl := func(name string, ref csispec.CapRef, method, capName string) gatingCase {
 		short := method[strings.LastIndexByte(method, '/')+1:]
-		return gatingCase{name: name, drop: []capRef{ref}, method: method, code: codes.Unimplemented,
+		return gatingCase{name: name, drop: []csispec.CapRef{ref}, method: method, code: codes.Unimplemented,
 			fragment: `csi-gateway: backend "fake" does not advertise the ` + capName + ", which " + short + " needs"}
 	}
 	ro := &csi.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n", VolumeCapability: valWriter(), Readonly: true}
@@ -57,49 +59,49 @@ func gatingCases() []gatingCase {
 		unimpl("CreateVolumeGroupSnapshot", group, "/csi.v1.GroupController/CreateVolumeGroupSnapshot", "group controller capability CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT"),
 		unimpl("GetVolumeGroupSnapshot", group, "/csi.v1.GroupController/GetVolumeGroupSnapshot", "group controller capability CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT"),
 		unimpl("GetMetadataDelta", p(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE), "/csi.v1.SnapshotMetadata/GetMetadataDelta", "plugin capability SNAPSHOT_METADATA_SERVICE"),
-		{name: "unrelated capability missing", drop: []capRef{c(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)}, method: "/csi.v1.Controller/DeleteVolume"},
-		{name: "ValidateVolumeCapabilities is never gated", drop: []capRef{c(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)}, method: "/csi.v1.Controller/ValidateVolumeCapabilities"},
-		{name: "volumegroup is not gated", drop: []capRef{group}, method: "/volumegroup.Controller/DeleteVolumeGroup"},
+		{name: "unrelated capability missing", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)}, method: "/csi.v1.Controller/DeleteVolume"},
+		{name: "ValidateVolumeCapabilities is never gated", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)}, method: "/csi.v1.Controller/ValidateVolumeCapabilities"},
+		{name: "volumegroup is not gated", drop: []csispec.CapRef{group}, method: "/volumegroup.Controller/DeleteVolumeGroup"},
 
 		{name: "NodePublish without staging path, node stages", method: "/csi.v1.Node/NodePublishVolume",
 			req:  &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: valWriter()},
 			code: codes.FailedPrecondition, fragment: `csi-gateway: staging_target_path is required: backend "fake" advertises the node capability STAGE_UNSTAGE_VOLUME; call NodeStageVolume first`},
-		{name: "NodePublish without staging path, node does not stage", drop: []capRef{n(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)},
+		{name: "NodePublish without staging path, node does not stage", drop: []csispec.CapRef{n(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)},
 			method: "/csi.v1.Node/NodePublishVolume", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: valWriter()}},
-		{name: "accessibility_requirements without topology", drop: []capRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
+		{name: "accessibility_requirements without topology", drop: []csispec.CapRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
 			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) {
 				r.AccessibilityRequirements = &csi.TopologyRequirement{Preferred: []*csi.Topology{valTopo("zone", "a")}}
 			}), code: codes.InvalidArgument,
 			fragment: `invalid CreateVolume request: accessibility_requirements must not be set: backend "fake" does not advertise the plugin capability VOLUME_ACCESSIBILITY_CONSTRAINTS`},
-		{name: "an empty accessibility_requirements (Nomad 1.9) without topology", drop: []capRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
+		{name: "an empty accessibility_requirements (Nomad 1.9) without topology", drop: []csispec.CapRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
 			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) {
 				r.AccessibilityRequirements = &csi.TopologyRequirement{}
 			})},
-		{name: "GetCapacity topology without topology", drop: []capRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
+		{name: "GetCapacity topology without topology", drop: []csispec.CapRef{p(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
 			method: "/csi.v1.Controller/GetCapacity", code: codes.InvalidArgument, fragment: "accessible_topology must not be set"},
-		{name: "snapshot accessibility without the capability", drop: []capRef{p(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS)},
+		{name: "snapshot accessibility without the capability", drop: []csispec.CapRef{p(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS)},
 			method: "/csi.v1.Controller/CreateSnapshot", req: &csi.CreateSnapshotRequest{SourceVolumeId: "v", Name: "s",
 				AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{valTopo("zone", "a")}}},
 			code: codes.InvalidArgument, fragment: "plugin capability SNAPSHOT_ACCESSIBILITY_CONSTRAINTS"},
-		{name: "readonly publish without PUBLISH_READONLY", drop: []capRef{c(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY)},
+		{name: "readonly publish without PUBLISH_READONLY", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_PUBLISH_READONLY)},
 			method: "/csi.v1.Controller/ControllerPublishVolume", req: ro, code: codes.InvalidArgument,
 			fragment: `invalid ControllerPublishVolume request: readonly must not be set: backend "fake" does not advertise the controller capability PUBLISH_READONLY`},
 		{name: "readonly publish with PUBLISH_READONLY", method: "/csi.v1.Controller/ControllerPublishVolume", req: ro},
-		{name: "volume from snapshot without snapshots", drop: []capRef{c(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)},
+		{name: "volume from snapshot without snapshots", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)},
 			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) {
 				r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: "s"}}}
 			}), code: codes.InvalidArgument, fragment: "volume_content_source.snapshot must not be set"},
-		{name: "clone without CLONE_VOLUME", drop: []capRef{c(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)},
+		{name: "clone without CLONE_VOLUME", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)},
 			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) {
 				r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "v"}}}
 			}), code: codes.InvalidArgument, fragment: "volume_content_source.volume must not be set: backend \"fake\" does not advertise the controller capability CLONE_VOLUME"},
-		{name: "mutable_parameters without MODIFY_VOLUME", drop: []capRef{c(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME)},
+		{name: "mutable_parameters without MODIFY_VOLUME", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME)},
 			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) { r.MutableParameters = map[string]string{"iops": "5"} }),
 			code: codes.InvalidArgument, fragment: "mutable_parameters must not be set"},
-		{name: "single-node single-writer without the capability", drop: []capRef{c(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)},
+		{name: "single-node single-writer without the capability", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)},
 			method: "/csi.v1.Controller/CreateVolume", req: valCreateVolume(func(r *csi.CreateVolumeRequest) { r.VolumeCapabilities = []*csi.VolumeCapability{snode} }),
 			code: codes.InvalidArgument, fragment: "volume_capabilities[0].access_mode SINGLE_NODE_SINGLE_WRITER must not be set: backend \"fake\" does not advertise the controller capability SINGLE_NODE_MULTI_WRITER"},
-		{name: "single-node mode on a node without the capability", drop: []capRef{n(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)},
+		{name: "single-node mode on a node without the capability", drop: []csispec.CapRef{n(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)},
 			method: "/csi.v1.Node/NodeStageVolume", req: &csi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s", VolumeCapability: snode},
 			code: codes.InvalidArgument, fragment: "node capability SINGLE_NODE_MULTI_WRITER"},
 	}
@@ -126,7 +128,7 @@ func TestCapabilityGating(t *testing.T) {
 			if info.desc.IsStreamingServer() {
 				err = validationStream(t, h, tc.method, req)
 			} else {
-				err, _ = runValidated(t, h, tc.method, req)
+				_, err = runValidated(t, h, tc.method, req)
 			}
 			checkRefusal(t, err, tc.code, tc.fragment)
 			want := []string{tc.method}
@@ -163,7 +165,7 @@ func validationStream(t *testing.T, h Handler, method string, req proto.Message)
 // either capability it is refused.
 func TestGateNodeGetVolumeStatsBeforeV113(t *testing.T) {
 	const method = "/csi.v1.Node/NodeGetVolumeStats"
-	stats := nodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	stats := csispec.NodeCap(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS)
 	for _, tc := range []struct {
 		name string
 		node []int32
@@ -178,7 +180,7 @@ func TestGateNodeGetVolumeStatsBeforeV113(t *testing.T) {
 			caps.node = tc.node
 			fake := validationFake(caps, &csi.NodeGetVolumeStatsResponse{})
 			h := validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler))
-			err, _ := runValidated(t, h, method, validRequests[method])
+			_, err := runValidated(t, h, method, validRequests[method])
 			checkRefusal(t, err, tc.code, "does not advertise the node capability GET_VOLUME_STATS, which NodeGetVolumeStats needs")
 			if forwarded := len(valForwarded(fake)) == 1; forwarded != (tc.code == codes.OK) {
 				t.Errorf("forwarded = %v, want %v", forwarded, tc.code == codes.OK)

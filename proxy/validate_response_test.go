@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/csi-gateway/csi-gateway/csispec"
 )
 
 // responseCase is one answer rule: the backend answers req with resp, and the caller gets
@@ -67,7 +69,7 @@ func responseRuleCases() []responseCase {
 		ni = "/csi.v1.Node/NodeGetInfo"
 	)
 	long := strings.Repeat("x", 129)
-	noTopology := valAllCaps().without(pluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS))
+	noTopology := valAllCaps().without(csispec.PluginCap(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS))
 	return []responseCase{
 		{name: "CreateVolume valid", method: cv, resp: &csi.CreateVolumeResponse{Volume: valVolume(nil)}},
 		{name: "CreateVolume empty answer", method: cv, resp: &csi.CreateVolumeResponse{}, code: codes.Unavailable,
@@ -171,7 +173,7 @@ func responseRuleCases() []responseCase {
 		{name: "ListVolumes entry without status", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil)}}},
 			code: codes.Internal, fragment: "entries[0].status is required: the backend advertises the controller capability LIST_VOLUMES_PUBLISHED_NODES"},
 		{name: "ListVolumes entry without status, no published nodes", method: lv,
-			caps: valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)),
+			caps: valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)),
 			resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil)}}}},
 		{name: "ListVolumes published node id too long", method: lv, resp: &csi.ListVolumesResponse{Entries: []*csi.ListVolumesResponse_Entry{{Volume: valVolume(nil),
 			Status: &csi.ListVolumesResponse_VolumeStatus{PublishedNodeIds: []string{"n1", strings.Repeat("n", 257)}}}}},
@@ -255,7 +257,7 @@ func TestValidateResponseRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := validationHandler(ValidationEnforce, validationFake(caps, tc.resp), slog.New(slog.DiscardHandler))
-			err, got := runValidated(t, h, tc.method, req)
+			got, err := runValidated(t, h, tc.method, req)
 			checkRefusal(t, err, tc.code, tc.fragment)
 			if tc.code == codes.OK && string(got) != string(want) {
 				t.Errorf("the answer changed: %x, want %x", got, want)
@@ -274,6 +276,6 @@ func TestValidateUndecodableResponse(t *testing.T) {
 		return []byte{0x0a, 0x7f, 0x01}, nil // field 1, length 127, one byte
 	}}
 	h := validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler))
-	err, _ := runValidated(t, h, "/csi.v1.Controller/ControllerGetVolume", &csi.ControllerGetVolumeRequest{VolumeId: "v"})
+	_, err := runValidated(t, h, "/csi.v1.Controller/ControllerGetVolume", &csi.ControllerGetVolumeRequest{VolumeId: "v"})
 	checkRefusal(t, err, codes.Internal, `backend "fake": malformed ControllerGetVolume answer: the answer is not a valid csi.v1.ControllerGetVolumeResponse`)
 }

@@ -169,7 +169,7 @@ func TestValidateRequestRules(t *testing.T) {
 	for _, tc := range requestRuleCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := validationFake(valAllCaps(), nil)
-			err, _ := runValidated(t, validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler)), tc.method, tc.req)
+			_, err := runValidated(t, validationHandler(ValidationEnforce, fake, slog.New(slog.DiscardHandler)), tc.method, tc.req)
 			if tc.code == codes.OK && tc.method == "/csi.v1.Controller/CreateVolume" {
 				// forwarded: the fake's empty answer is itself refused, as a malformed answer
 				checkRefusal(t, err, codes.Unavailable, "volume is required")

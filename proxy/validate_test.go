@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // fakeCaps are the capability sets a validation test's backend advertises, by enum number.
@@ -37,12 +39,12 @@ func valAllCaps() *fakeCaps {
 }
 
 // without returns a copy of fc that lacks the capabilities in drop.
-func (fc *fakeCaps) without(drop ...capRef) *fakeCaps {
+func (fc *fakeCaps) without(drop ...csispec.CapRef) *fakeCaps {
 	out := &fakeCaps{plugin: fc.plugin, controller: fc.controller, node: fc.node, group: fc.group, err: fc.err}
-	sets := [...]*[]int32{pluginCaps: &out.plugin, controllerCaps: &out.controller, nodeCaps: &out.node, groupCaps: &out.group}
+	sets := [...]*[]int32{csispec.PluginCaps: &out.plugin, csispec.ControllerCaps: &out.controller, csispec.NodeCaps: &out.node, csispec.GroupCaps: &out.group}
 	for _, r := range drop {
-		set := sets[r.kind]
-		*set = slices.DeleteFunc(slices.Clone(*set), func(c int32) bool { return c == r.cap })
+		set := sets[r.Kind]
+		*set = slices.DeleteFunc(slices.Clone(*set), func(c int32) bool { return c == r.Cap })
 	}
 	return out
 }
@@ -53,28 +55,28 @@ func (fc *fakeCaps) answer(method string) (resp []byte, handled bool, err error)
 	defer fc.mu.Unlock()
 	var m proto.Message
 	switch method {
-	case capRPCs[pluginCaps].method:
+	case csispec.PluginCaps.Method():
 		r := &csi.GetPluginCapabilitiesResponse{}
 		for _, c := range fc.plugin {
 			r.Capabilities = append(r.Capabilities, &csi.PluginCapability{Type: &csi.PluginCapability_Service_{
 				Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_Type(c)}}})
 		}
 		m = r
-	case capRPCs[controllerCaps].method:
+	case csispec.ControllerCaps.Method():
 		r := &csi.ControllerGetCapabilitiesResponse{}
 		for _, c := range fc.controller {
 			r.Capabilities = append(r.Capabilities, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
 				Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_Type(c)}}})
 		}
 		m = r
-	case capRPCs[nodeCaps].method:
+	case csispec.NodeCaps.Method():
 		r := &csi.NodeGetCapabilitiesResponse{}
 		for _, c := range fc.node {
 			r.Capabilities = append(r.Capabilities, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
 				Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_Type(c)}}})
 		}
 		m = r
-	case capRPCs[groupCaps].method:
+	case csispec.GroupCaps.Method():
 		r := &csi.GroupControllerGetCapabilitiesResponse{}
 		for _, c := range fc.group {
 			r.Capabilities = append(r.Capabilities, &csi.GroupControllerServiceCapability{Type: &csi.GroupControllerServiceCapability_Rpc{
@@ -117,7 +119,7 @@ func validationFake(caps *fakeCaps, resp proto.Message) *serverFake {
 func valForwarded(f *serverFake) []string {
 	var out []string
 	for _, c := range f.recorded() {
-		if !slices.ContainsFunc(capRPCs[:], func(r capRPC) bool { return r.method == c.method }) {
+		if _, capability := csispec.CapKindOf(c.method); !capability {
 			out = append(out, c.method)
 		}
 	}
@@ -129,11 +131,11 @@ func valForwarded(f *serverFake) []string {
 func validationHandler(mode ValidationMode, fake backends.Backend, log *slog.Logger) Handler {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
 	bes := map[string]backends.Backend{"fake": fake}
-	return chain(dispatch(routes, bes), validate(mode, routes, bes, log), canonicalize(NewRedactor()))
+	return chain(dispatch(routes, bes), validate(mode, routes, bes, log), canonicalize(redact.NewRedactor()))
 }
 
-// runValidated sends req to method through h and returns the error and the raw answer.
-func runValidated(t *testing.T, h Handler, method string, req proto.Message) (error, []byte) {
+// runValidated sends req to method through h and returns the raw answer and the error.
+func runValidated(t *testing.T, h Handler, method string, req proto.Message) ([]byte, error) {
 	t.Helper()
 	raw, err := proto.Marshal(req)
 	if err != nil {
@@ -147,7 +149,7 @@ func runValidated(t *testing.T, h Handler, method string, req proto.Message) (er
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err = h(ctx, call)
-	return err, call.Response
+	return call.Response, err
 }
 
 // checkRefusal checks err against the code and message fragment of a case ("" code OK).
@@ -271,14 +273,14 @@ func TestValidateValidRequestsPass(t *testing.T) {
 func TestValidateWarnForwardsAndLogs(t *testing.T) {
 	var log serverLog
 	logger := slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	fake := validationFake(valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)), nil)
+	fake := validationFake(valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)), nil)
 	h := validationHandler(ValidationWarn, fake, logger)
 
-	err, resp := runValidated(t, h, "/csi.v1.Controller/CreateVolume", valCreateVolume(func(r *csi.CreateVolumeRequest) { r.Name = "" }))
+	resp, err := runValidated(t, h, "/csi.v1.Controller/CreateVolume", valCreateVolume(func(r *csi.CreateVolumeRequest) { r.Name = "" }))
 	if err != nil || len(resp) != 0 {
 		t.Fatalf("CreateVolume = %v, %x; want the backend's empty answer", err, resp)
 	}
-	if err, _ := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
+	if _, err := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
 		t.Fatalf("ListVolumes = %v, want forwarded", err)
 	}
 	if got, want := valForwarded(fake), []string{"/csi.v1.Controller/CreateVolume", "/csi.v1.Controller/ListVolumes"}; !slices.Equal(got, want) {
@@ -311,10 +313,10 @@ func TestValidateOffForwardsSilently(t *testing.T) {
 	for _, mode := range []ValidationMode{ValidationOff, ""} {
 		t.Run(string(mode), func(t *testing.T) {
 			var log serverLog
-			caps := valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME))
+			caps := valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME))
 			fake := validationFake(caps, nil)
 			h := validationHandler(mode, fake, slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})))
-			if err, _ := runValidated(t, h, "/csi.v1.Controller/CreateVolume", &csi.CreateVolumeRequest{Name: "pvc\x01"}); err != nil {
+			if _, err := runValidated(t, h, "/csi.v1.Controller/CreateVolume", &csi.CreateVolumeRequest{Name: "pvc\x01"}); err != nil {
 				t.Fatalf("CreateVolume = %v, want forwarded", err)
 			}
 			if got := valForwarded(fake); len(got) != 1 {
@@ -340,13 +342,13 @@ func TestValidateRefusalSurvivesCanonicalize(t *testing.T) {
 		code codes.Code
 	}{
 		{valAllCaps(), &csi.DeleteVolumeRequest{}, codes.InvalidArgument},
-		{valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)), &csi.DeleteVolumeRequest{VolumeId: "v"}, codes.Unimplemented},
+		{valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)), &csi.DeleteVolumeRequest{VolumeId: "v"}, codes.Unimplemented},
 	} {
 		bes := map[string]backends.Backend{"fake": validationFake(tc.caps, nil)}
 		inner := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
-		outer := chain(dispatch(routes, bes), canonicalize(NewRedactor()), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
-		errIn, _ := runValidated(t, inner, "/csi.v1.Controller/DeleteVolume", tc.req)
-		errOut, _ := runValidated(t, outer, "/csi.v1.Controller/DeleteVolume", tc.req)
+		outer := chain(dispatch(routes, bes), canonicalize(redact.NewRedactor()), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
+		_, errIn := runValidated(t, inner, "/csi.v1.Controller/DeleteVolume", tc.req)
+		_, errOut := runValidated(t, outer, "/csi.v1.Controller/DeleteVolume", tc.req)
 		if status.Code(errIn) != tc.code || status.Convert(errIn).Message() != status.Convert(errOut).Message() || status.Code(errOut) != tc.code {
 			t.Errorf("validate alone: %v; under canonicalize: %v; want %v both, same message", errIn, errOut, tc.code)
 		}
@@ -382,7 +384,7 @@ func testValidationThroughServer(t *testing.T, tr Transport) {
 func TestValidationOfEmptyRequests(t *testing.T) { onEachTransport(t, testValidationOfEmptyRequests) }
 
 func testValidationOfEmptyRequests(t *testing.T, tr Transport) {
-	fake := validationFake(valAllCaps().without(ctrlCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)), &csi.GetPluginInfoResponse{})
+	fake := validationFake(valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)), &csi.GetPluginInfoResponse{})
 	opts := serverFakeOptions(fake)
 	opts.Validation = ValidationEnforce
 	ts := startServerHarness(t, tr, opts, ListenerPolicy{}, slog.LevelInfo)

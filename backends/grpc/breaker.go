@@ -1,4 +1,4 @@
-package grpc
+package grpcbackend
 
 import (
 	"context"
@@ -24,8 +24,8 @@ type breakerOptions struct {
 
 // WithCircuitBreaker sets the backend's circuit breaker (backends.NAME.circuitBreaker): zero
 // fields of cfg take the defaults of backends.BreakerConfig (open after 5 transient failures in
-// a row, fail fast for 5 s, doubling while trial calls fail, up to 60 s); cfg.Disable turns it
-// off. New reports invalid settings.
+// a row, fail fast for 1 s, doubling while trial calls fail, up to 30 s: the Default* constants
+// there); cfg.Disable turns it off. New reports invalid settings.
 func WithCircuitBreaker(cfg backends.BreakerConfig) Option {
 	return func(o *options) { o.breaker.cfg = cfg }
 }

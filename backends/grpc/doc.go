@@ -1,5 +1,7 @@
-// Package grpc is the passthrough backend: it forwards raw CSI frames to a gRPC driver over a
-// Unix socket or mTLS TCP, keeping metadata, trailers, deadlines and server streams intact.
+// Package grpcbackend is the passthrough backend: it forwards raw CSI frames to a gRPC driver
+// over a Unix socket or mTLS TCP, keeping metadata, trailers, deadlines and server streams
+// intact. Its directory is backends/grpc; its name is not grpc so that it does not shadow
+// google.golang.org/grpc where both are imported.
 //
 // Unary calls go out in one Invoke with internal/rawcodec (Codec, Frame): the request bytes reach the
 // driver as the caller sent them and the response comes back as the driver wrote it. Streams,
@@ -13,4 +15,4 @@
 //
 // It refuses to decode or re-encode messages, to retry a call a driver may have seen (one such
 // call is one attempt; retrying is the gateway's decision), and to talk TCP without TLS.
-package grpc
+package grpcbackend

@@ -1,4 +1,4 @@
-package grpc
+package grpcbackend
 
 import (
 	"context"
@@ -6,18 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// maxMessage bounds the message of every error this backend returns, against a runaway
-// driver. It is well above the 1 KiB a caller finally sees: the gateway cuts messages only
-// after scrubbing the request's secrets out of them, and a secret cut in half here would
-// no longer be recognised there.
-const maxMessage = 16 << 10
 
 // classify turns the error of a call to the driver at t into a *backends.Error. reached says
 // whether the call got a connection to the driver (false: it failed while connecting). ctx is
@@ -82,26 +75,13 @@ func transportFailure(msg string) bool {
 }
 
 // newError returns a *backends.Error whose message starts with the backend's name and is bounded
-// to maxMessage bytes.
+// to backends.MaxMessageBytes.
 func (b *Backend) newError(class backends.Class, cause error, format string, args ...any) *backends.Error {
 	msg := fmt.Sprintf("backend %q: ", b.name) + fmt.Sprintf(format, args...)
-	return &backends.Error{Class: class, Message: bound(msg), Cause: cause}
+	return &backends.Error{Class: class, Message: backends.Truncate(msg, backends.MaxMessageBytes), Cause: cause}
 }
 
 // closedError is the error of a call made on (or cut short by) a closed Backend.
 func (b *Backend) closedError(cause error) *backends.Error {
 	return b.newError(backends.ClassUnavailable, cause, "the backend is closed (the gateway is shutting down or reloading)")
-}
-
-// bound cuts s to at most maxMessage bytes, on a rune boundary, marking the cut.
-func bound(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	const mark = "…"
-	cut := maxMessage - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
 }

@@ -1,4 +1,4 @@
-package grpc
+package grpcbackend
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"google.golang.org/grpc/codes"
@@ -54,7 +53,7 @@ func TestClassify(t *testing.T) {
 		{"plain error", context.Background(), errors.New("boom"), true,
 			backends.ClassInternal, `backend "drv": boom`},
 		{"long message", context.Background(), status.Error(codes.Internal, long), true,
-			backends.ClassInternal, bound(`backend "drv": ` + long)},
+			backends.ClassInternal, backends.Truncate(`backend "drv": `+long, backends.MaxMessageBytes)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,34 +61,8 @@ func TestClassify(t *testing.T) {
 			if be.Class != tt.class || be.Message != tt.message {
 				t.Errorf("got %v %q\nwant %v %q", be.Class, be.Message, tt.class, tt.message)
 			}
-			if len(be.Message) > maxMessage {
+			if len(be.Message) > backends.MaxMessageBytes {
 				t.Errorf("message is %d bytes", len(be.Message))
-			}
-		})
-	}
-}
-
-func TestBound(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-	}{
-		{"short", "abc"},
-		{"exact", strings.Repeat("a", maxMessage)},
-		{"ascii", strings.Repeat("a", 5000)},
-		{"multibyte", strings.Repeat("日本", 1000)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := bound(tt.in)
-			if len(got) > maxMessage || !utf8.ValidString(got) {
-				t.Fatalf("bound gave %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
-			}
-			if len(tt.in) <= maxMessage && got != tt.in {
-				t.Fatal("a short message was changed")
-			}
-			if len(tt.in) > maxMessage && !strings.HasSuffix(got, "…") {
-				t.Fatal("a cut message is not marked")
 			}
 		})
 	}

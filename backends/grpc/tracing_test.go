@@ -1,4 +1,4 @@
-package grpc
+package grpcbackend
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func TestClientSpanPerCall(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range client.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["csi.backend"] != "drv" || attrs["csi.attempt"] != "1" {
 		t.Errorf("client span attributes %v, want csi.backend drv and csi.attempt 1", attrs)

@@ -156,8 +156,8 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 	}
 	resp, err := m.responseProto(out)
 	if err != nil {
-		return nil, &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), maxSaid)), maxMessage)}
+		return nil, &backends.Error{Class: backends.ClassInternal, Message: backends.Truncate(fmt.Sprintf(
+			"backend %q answered %s with a body that is not a %s: %s", b.name, m.name, m.outName(), Clean(err.Error(), maxSaid)), backends.MaxMessageBytes)}
 	}
 	return resp, nil
 }
@@ -169,7 +169,7 @@ func (b *Backend) method(path string) (*method, error) {
 	}
 	m, err := lookupMethod(path)
 	if err != nil {
-		return nil, newError(backends.ClassUnimplemented, b.name, truncate(Clean(path, 128), 128), err.Error())
+		return nil, newError(backends.ClassUnimplemented, b.name, backends.Truncate(Clean(path, 128), 128), err.Error())
 	}
 	b.methods.Store(path, m)
 	return m, nil
@@ -182,7 +182,7 @@ func (b *Backend) policy() attemptPolicy {
 // Stream always fails with ClassUnimplemented: the connect protocol has no streaming
 // calls here. Route streaming methods to a grpc backend.
 func (b *Backend) Stream(_ context.Context, method string, _ grpc.ServerStream) error {
-	return newError(backends.ClassUnimplemented, b.name, truncate(Clean(method, 128), 128), errStreaming.Error())
+	return newError(backends.ClassUnimplemented, b.name, backends.Truncate(Clean(method, 128), 128), errStreaming.Error())
 }
 
 // Ready calls the appliance's Probe, trying each URL once (starting with the one that
@@ -205,8 +205,8 @@ func (b *Backend) Ready(ctx context.Context) error {
 	}
 	var resp csi.ProbeResponse
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(out, &resp); err != nil {
-		return &backends.Error{Class: backends.ClassInternal, Message: truncate(fmt.Sprintf(
-			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), maxSaid)), maxMessage)}
+		return &backends.Error{Class: backends.ClassInternal, Message: backends.Truncate(fmt.Sprintf(
+			"backend %q answered Probe with a body that is not a ProbeResponse: %s", b.name, Clean(err.Error(), maxSaid)), backends.MaxMessageBytes)}
 	}
 	if r := resp.GetReady(); r != nil && !r.GetValue() {
 		return newError(backends.ClassUnavailable, b.name, m.name, "the appliance is not ready (its Probe answered ready=false; it may be starting)")

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
@@ -20,12 +19,10 @@ import (
 const (
 	maxSuccessBody = 4 << 20  // a response message; the gRPC default receive limit too
 	maxErrorBody   = 64 << 10 // an error answer; only its first maxSaid bytes of text are kept
-	// maxSaid and maxMessage bound what an appliance can make the gateway carry. Both are
-	// well above the 1 KiB a caller finally sees: the gateway cuts messages only after
-	// scrubbing the request's secrets out of them, and a secret cut in half here would no
-	// longer be recognised there.
-	maxSaid    = 8 << 10  // bytes of the appliance's own words in one message
-	maxMessage = 16 << 10 // bytes of a whole message
+	// maxSaid bounds the appliance's own words in one message; the whole message is bounded
+	// to backends.MaxMessageBytes. Both are well above the 1 KiB a caller finally sees (see
+	// MaxMessageBytes).
+	maxSaid = 8 << 10
 )
 
 // said is what the body of an error answer says.
@@ -146,21 +143,7 @@ func Clean(s string, max int) string {
 	if strings.Contains(s, "://") && strings.Contains(s, "@") {
 		s = userinfoRE.ReplaceAllString(s, "$1")
 	}
-	return truncate(s, max)
-}
-
-// truncate cuts s to at most max bytes at a character boundary, ending it with "…" when
-// anything was cut.
-func truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	const ellipsis = "…"
-	cut := max - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
+	return backends.Truncate(s, max)
 }
 
 // classOfStatus is the class of a non-200 answer whose body has no recognised code.
@@ -271,7 +254,7 @@ func statusHint(name, path, display string, status int) string {
 }
 
 // newError returns the *Error of class for the call of m on backend name, its message
-// `backend "NAME": METHOD: msg`, bounded to maxMessage bytes.
+// `backend "NAME": METHOD: msg`, bounded to backends.MaxMessageBytes.
 func newError(class backends.Class, name, m, msg string) *backends.Error {
-	return &backends.Error{Class: class, Message: truncate(fmt.Sprintf("backend %q: %s: %s", name, m, msg), maxMessage)}
+	return &backends.Error{Class: class, Message: backends.Truncate(fmt.Sprintf("backend %q: %s: %s", name, m, msg), backends.MaxMessageBytes)}
 }

@@ -181,7 +181,7 @@ func FuzzDecodeError(f *testing.F) {
 		switch {
 		case e == nil:
 			t.Fatal("nil error")
-		case e.Message == "" || len(e.Message) > maxMessage:
+		case e.Message == "" || len(e.Message) > backends.MaxMessageBytes:
 			t.Fatalf("message of %d bytes: %q", len(e.Message), e.Message)
 		case !utf8.ValidString(e.Message) || strings.ContainsAny(e.Message, "\n\r\x00"):
 			t.Fatalf("message not one line of UTF-8: %q", e.Message)

@@ -138,8 +138,8 @@ func checkError(t *testing.T, err error, class backends.Class, fragments ...stri
 	if strings.Contains(e.Message, "s3cr3t") {
 		t.Errorf("message %q contains the request's secret", e.Message)
 	}
-	if len(e.Message) > maxMessage {
-		t.Errorf("message is %d bytes, more than %d", len(e.Message), maxMessage)
+	if len(e.Message) > backends.MaxMessageBytes {
+		t.Errorf("message is %d bytes, more than %d", len(e.Message), backends.MaxMessageBytes)
 	}
 	return e
 }

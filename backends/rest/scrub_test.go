@@ -9,7 +9,7 @@ import (
 )
 
 // exactScrubber removes the forms a secret has in the appliance's body exactly as they are
-// (as proxy.Scrubber does, with the value and its JSON escape), in no cleaned form: it finds
+// (as redact.Scrubber does, with the value and its JSON escape), in no cleaned form: it finds
 // the secret only if the backend scrubs before it reformats the appliance's words.
 type exactScrubber []string
 

@@ -57,7 +57,7 @@ func TestAttemptSpans(t *testing.T) {
 	for i, s := range attempts {
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		if s.Name() != "POST "+createPath || s.Parent().SpanID() != parent.SpanContext().SpanID() ||
 			attrs["csi.backend"] != testName || attrs["csi.attempt"] != fmt.Sprint(i+1) {

@@ -16,25 +16,25 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/csi-gateway/csi-gateway/proxy"
+	"github.com/csi-gateway/csi-gateway/redact"
 )
 
 // printer writes responses on stdout and failures on stderr: redacted by the gateway's
 // rules (unless show is set) and scrubbed of every secret value of the requests.
 type printer struct {
 	out, errOut io.Writer
-	redactor    *proxy.Redactor
-	scrubber    *proxy.Scrubber
+	redactor    *redact.Redactor
+	scrubber    *redact.Scrubber
 	show        bool
 }
 
 func newPrinter(cmd *cobra.Command, show bool, calls []outgoing) *printer {
-	r := proxy.NewRedactor()
+	r := redact.NewRedactor()
 	var values []string
 	for _, c := range calls {
 		values = append(values, r.SecretValues(c.req)...) // the Scrubber adds their JSON escapes
 	}
-	return &printer{out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), redactor: r, scrubber: proxy.NewScrubber(values), show: show}
+	return &printer{out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), redactor: r, scrubber: redact.NewScrubber(values), show: show}
 }
 
 // json renders a response: indented, or on one line for a stream. protojson varies its

@@ -3,7 +3,6 @@ package h2grpc
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -197,14 +196,16 @@ func TestSmallWindows(t *testing.T) {
 	}
 }
 
-// TestBadRequests sends non-gRPC requests with x/net's HTTP/2 client: the answers are
-// grpc-go's (HTTP status and grpc-status in one trailers-only response).
+// TestBadRequests sends non-gRPC requests with net/http's HTTP/2 client (unencrypted, with
+// prior knowledge): the answers are grpc-go's (HTTP status and grpc-status in one
+// trailers-only response).
 func TestBadRequests(t *testing.T) {
 	_, addr := startServer(t, ServerConfig{Handler: echoHandler})
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
+	tr := &http.Transport{Protocols: new(http.Protocols), DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", addr)
 	}}
+	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
 	cases := []struct {
 		name, method, ct string

@@ -982,7 +982,7 @@ func TestExpandRecordsSize(t *testing.T) {
 }
 
 // TestUnpublishOfAbsentVolumeIsOK: the gateway answers ControllerUnpublishVolume (and
-// NodeUnstage/NodeUnpublish) of a volume that does not exist with OK (errorRules: NOT_FOUND
+// NodeUnstage/NodeUnpublish) of a volume that does not exist with OK (csispec's errorRules: NOT_FOUND
 // would make Kubernetes retry the detach forever). Tenancy runs outside canonicalize and
 // answers NOT_FOUND for a volume the tenant no longer owns, such as one it deleted.
 func TestUnpublishOfAbsentVolumeIsOK(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // boltStore is the Store of a single central gateway: a bbolt file, each change committed
@@ -31,7 +32,7 @@ var (
 func OpenBolt(path string) (Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%s is in use by another process (one gateway per ledger)", path)
 		}
 		return nil, err

@@ -40,7 +40,7 @@
 // million calls add 2–8 minutes to `make bench`, and some 250 MiB of logs to its temporary
 // directory.
 //
-// Last it runs the redaction micro-benchmark (proxy's BenchmarkRedactVsProtosanitizer) and
+// Last it runs the redaction micro-benchmark (redact's BenchmarkRedactVsProtosanitizer) and
 // writes everything, with the machine's description and the targets of issue #8 marked met
 // or not, as Markdown (-out docs/benchmarks.md).
 //

@@ -67,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (params, string, error) {
 	relayNames := fs.String("relays", allRelayNames(), "comma-separated relays")
 	fs.StringVar(&p.gateway, "gateway", "", "csi-gateway binary (default: build cmd/csi-gateway)")
 	fs.BoolVar(&p.install, "install", true, "install haproxy and socat from Debian's packages when missing (as root)")
-	fs.BoolVar(&p.redaction, "redaction", true, "run proxy's "+redactionBenchmark)
+	fs.BoolVar(&p.redaction, "redaction", true, "run redact's "+redactionBenchmark)
 	fs.StringVar(&p.redactionBenchtime, "redaction-benchtime", "300ms", "-benchtime of the redaction micro-benchmark")
 	fs.IntVar(&p.redactionCount, "redaction-count", 5, "-count of the redaction micro-benchmark")
 	fs.IntVar(&p.soak, "soak", 1000000, "calls of the soak through the full gateway (else passthrough) after the rounds, to see whether its heap stays flat; 0: no soak")

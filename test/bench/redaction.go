@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// redactionBenchmark is proxy's micro-benchmark of the gateway's redaction against
+// redactionBenchmark is package redact's micro-benchmark of the gateway's redaction against
 // csi-lib-utils' protosanitizer, on the messages of the workloads.
 const redactionBenchmark = "BenchmarkRedactVsProtosanitizer"
 
@@ -34,18 +34,18 @@ type redactionResult struct {
 }
 
 // runRedactionBenchmark runs the micro-benchmark count times for benchtime each, in this
-// module's proxy package.
+// module's redact package.
 func runRedactionBenchmark(ctx context.Context, benchtime string, count int) ([]redactionResult, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return nil, fmt.Errorf("go env GOMOD: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^"+redactionBenchmark+"$", "-benchmem",
-		"-benchtime", benchtime, "-count", strconv.Itoa(count), "./proxy")
+		"-benchtime", benchtime, "-count", strconv.Itoa(count), "./redact")
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("go test -bench %s ./proxy: %v\n%s", redactionBenchmark, err, out)
+		return nil, fmt.Errorf("go test -bench %s ./redact: %v\n%s", redactionBenchmark, err, out)
 	}
 	return parseRedactionBenchmark(string(out))
 }

@@ -7,7 +7,7 @@ import (
 
 const redactionOutput = `goos: linux
 goarch: amd64
-pkg: github.com/csi-gateway/csi-gateway/proxy
+pkg: github.com/csi-gateway/csi-gateway/redact
 cpu: Intel(R) Xeon(R) Processor
 BenchmarkRedactVsProtosanitizer/Probe/Redact-2         	  911372	       268.8 ns/op	      48 B/op	       1 allocs/op
 BenchmarkRedactVsProtosanitizer/Probe/RedactJSON-2     	  211982	       952.5 ns/op	     280 B/op	       8 allocs/op
@@ -22,7 +22,7 @@ BenchmarkRedactVsProtosanitizer/CreateVolume/Redact-2  	   10000	     26000 ns/o
 BenchmarkRedactVsProtosanitizer/CreateVolume/RedactJSON-2         	    4066	     67000 ns/op	   11183 B/op	     196 allocs/op
 BenchmarkRedactVsProtosanitizer/CreateVolume/Protosanitizer-2     	    5341	     130000 ns/op	    7739 B/op	     132 allocs/op
 PASS
-ok  	github.com/csi-gateway/csi-gateway/proxy	4.321s
+ok  	github.com/csi-gateway/csi-gateway/redact	4.321s
 `
 
 func TestParseRedactionBenchmark(t *testing.T) {

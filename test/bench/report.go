@@ -215,7 +215,7 @@ func writeRedaction(p *printer, res *results) {
 	}
 	p.line("## Redaction micro-benchmark")
 	p.line("")
-	p.line("proxy's `%s` (`go test -bench`, -benchtime %s, -count %d, medians) on the workloads'",
+	p.line("redact's `%s` (`go test -bench`, -benchtime %s, -count %d, medians) on the workloads'",
 		redactionBenchmark, res.params.redactionBenchtime, res.params.redactionCount)
 	p.line("messages (ListVolumes100 is the response). **Redact** is the gateway's redacted copy;")
 	p.line("**RedactJSON** that copy formatted as JSON, as a debug log line carries it; **protosanitizer** is")

@@ -23,7 +23,7 @@ type params struct {
 	gateway string
 	// install lets the bench install haproxy and socat from Debian's packages.
 	install bool
-	// redaction runs proxy's BenchmarkRedactVsProtosanitizer, redactionCount times for
+	// redaction runs redact's BenchmarkRedactVsProtosanitizer, redactionCount times for
 	// redactionBenchtime each.
 	redaction          bool
 	redactionBenchtime string

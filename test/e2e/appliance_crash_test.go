@@ -181,14 +181,3 @@ func assertImages(t *testing.T, dir string, want int) {
 		t.Errorf("%s: %d images (want %d), other files %v", dir, images, want, stray)
 	}
 }
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 30s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

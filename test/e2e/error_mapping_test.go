@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
-	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
@@ -162,7 +162,7 @@ func errMapCapability() *csi.VolumeCapability {
 	}
 }
 
-// errMapRPCs are every RPC with a rule of its own in proxy/errortable.go and some without.
+// errMapRPCs are every RPC with a rule of its own in csispec/errors.go and some without.
 var errMapRPCs = []errMapRPC{
 	{"/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "vol-1"},
 		func() proto.Message { return &csi.DeleteVolumeResponse{} }},

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
-	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )

@@ -90,7 +90,7 @@ func TestCentralReplicasOnEtcd(t *testing.T) {
 	}
 	unavailable("replica 0", replicas[0])
 	second.Kill()
-	second, _ = sc.startReplica(t, secondAddr)
+	sc.startReplica(t, secondAddr) // restarted meanwhile; the test stops it with the others
 	unavailable("replica 1, restarted meanwhile", replicas[1])
 
 	cluster.Restart(1)

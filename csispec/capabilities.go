@@ -1,0 +1,99 @@
+package csispec
+
+import (
+	"context"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// CapKind is one of the capability sets a CSI plugin advertises.
+type CapKind uint8
+
+const (
+	PluginCaps     CapKind = iota // Identity/GetPluginCapabilities: services
+	ControllerCaps                // Controller/ControllerGetCapabilities
+	NodeCaps                      // Node/NodeGetCapabilities
+	GroupCaps                     // GroupController/GroupControllerGetCapabilities
+
+	// NumCapKinds is how many kinds there are: CapKind(0) to NumCapKinds-1.
+	NumCapKinds = iota
+)
+
+// CapSet is one advertised set, by enum number.
+type CapSet map[int32]bool
+
+// Capabilities is what the backends are known to advertise. Has reports whether backend
+// advertises capability cap of kind; known is false when the set could not be learnt (then
+// the rules do not gate by it: gating is a courtesy to the caller, the backend still refuses
+// what it does not implement). ctx is the call's: an implementation may fetch the set, or ask
+// again when a cached set lacks cap, within it.
+type Capabilities interface {
+	Has(ctx context.Context, backend string, kind CapKind, cap int32) (has, known bool)
+}
+
+// capRPC is how one kind of set is fetched and read: the RPC, the answer's type, and which
+// message of each of its capabilities holds the type that is advertised (every
+// Get*Capabilities answer is capabilities[].{rpc|service}.type, in v1 as in v0).
+type capRPC struct {
+	method string
+	name   string // for messages: "controller capability"
+	newMsg func() proto.Message
+	holder protoreflect.Name // the capability's field whose type is advertised
+}
+
+var capRPCs = [NumCapKinds]capRPC{
+	PluginCaps: {"/csi.v1.Identity/GetPluginCapabilities", "plugin capability",
+		func() proto.Message { return &csi.GetPluginCapabilitiesResponse{} }, "service"},
+	ControllerCaps: {"/csi.v1.Controller/ControllerGetCapabilities", "controller capability",
+		func() proto.Message { return &csi.ControllerGetCapabilitiesResponse{} }, "rpc"},
+	NodeCaps: {"/csi.v1.Node/NodeGetCapabilities", "node capability",
+		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} }, "rpc"},
+	GroupCaps: {"/csi.v1.GroupController/GroupControllerGetCapabilities", "group controller capability",
+		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} }, "rpc"},
+}
+
+// read returns the set a Get*Capabilities answer advertises: the type of the holder message
+// of each capability that has one (a plugin's volume_expansion, say, is not a service).
+func (rpc capRPC) read(m proto.Message) CapSet {
+	s := CapSet{}
+	msg := m.ProtoReflect()
+	caps := msg.Get(msg.Descriptor().Fields().ByName("capabilities")).List()
+	for i := range caps.Len() {
+		c := caps.Get(i).Message()
+		holder := c.Descriptor().Fields().ByName(rpc.holder)
+		if holder == nil || !c.Has(holder) {
+			continue
+		}
+		h := c.Get(holder).Message()
+		s[int32(h.Get(h.Descriptor().Fields().ByName("type")).Enum())] = true
+	}
+	return s
+}
+
+// Method is the full method name of the RPC that fetches the set of kind k.
+func (k CapKind) Method() string { return capRPCs[k].method }
+
+// Decode reads the set of kind k from the raw answer of k's Method.
+func (k CapKind) Decode(raw []byte) (CapSet, error) {
+	m := capRPCs[k].newMsg()
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return nil, err
+	}
+	return capRPCs[k].read(m), nil
+}
+
+// CapKindOf returns the kind of set the answer of method advertises, when method is a
+// capability RPC.
+func CapKindOf(method string) (CapKind, bool) {
+	for k, rpc := range capRPCs {
+		if rpc.method == method {
+			return CapKind(k), true
+		}
+	}
+	return 0, false
+}
+
+// Read reads the set of kind k from resp, a decoded answer of k's Method.
+func (k CapKind) Read(resp proto.Message) CapSet { return capRPCs[k].read(resp) }
