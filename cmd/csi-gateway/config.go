@@ -49,6 +49,9 @@ type AdminConfig struct {
 	// DriverName is the driver_name label of csigw_operations_seconds. Empty: the name each
 	// backend's driver answered GetPluginInfo with ("unknown-driver" until it has).
 	DriverName string `mapstructure:"driverName"`
+	// RemoteTap serves the tap to peers on any address; false (the default): to loopback
+	// peers only, while /metrics, /healthz and /readyz answer every peer.
+	RemoteTap bool `mapstructure:"remoteTap"`
 }
 
 // TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
@@ -220,6 +223,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("timeouts.max", "0s")
 	v.SetDefault("admin.listen", "")
 	v.SetDefault("admin.driverName", "")
+	v.SetDefault("admin.remoteTap", false)
 	v.SetDefault("tracing.exporter", "")
 	v.SetDefault("tracing.endpoint", "")
 	v.SetDefault("tracing.insecure", false)

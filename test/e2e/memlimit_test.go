@@ -102,7 +102,7 @@ func enableMemoryController(root string) bool {
 
 // TestMemoryLimitFollowsTheCgroup: with no GOMEMLIMIT set, a gateway started in a cgroup
 // limited to 256 MiB sets its Go memory limit to 90% of it: its `memory limit` start-up line
-// says so, and the runtime's own figure, go_gc_gomemlimit_bytes on /metrics, agrees.
+// says so, and the runtime's own figure, csigw_go_gc_gomemlimit_bytes on /metrics, agrees.
 func TestMemoryLimitFollowsTheCgroup(t *testing.T) {
 	const limit = 256 << 20
 	want := int64(limit * 9 / 10)
