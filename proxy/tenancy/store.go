@@ -37,6 +37,10 @@ type Store interface {
 	usage(ctx context.Context, tenant string) (usage, error)
 	// usages returns every tenant's usage that the store knows of.
 	usages(ctx context.Context) (map[string]usage, error)
+	// each calls fn with every record, in no set order, until fn returns an error, which
+	// each returns (export.go). It reads one point in time (a bbolt read transaction; one
+	// etcd revision), whatever changes meanwhile.
+	each(ctx context.Context, fn func(kind Kind, backendID string, r Record) error) error
 	// opLocker locks objects for the operations in flight (oplock.go).
 	opLocker
 	// Close releases the store (an etcd store's holds vanish with its lease).

@@ -192,3 +192,15 @@ func (s *boltStore) usages(context.Context) (map[string]usage, error) {
 	}
 	return out, nil
 }
+
+func (s *boltStore) each(_ context.Context, fn func(Kind, string, Record) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
+			var r Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("record %q: %w", k, err)
+			}
+			return fn(Kind(k[0]), string(k[1:]), r)
+		})
+	})
+}

@@ -502,3 +502,44 @@ func (s *etcdStore) usages(ctx context.Context) (map[string]usage, error) {
 	}
 	return out, nil
 }
+
+// eachPage is how many records each reads from etcd per request.
+const eachPage = 1000
+
+// each reads the records a page at a time, every page at the first page's revision.
+func (s *etcdStore) each(ctx context.Context, fn func(Kind, string, Record) error) error {
+	objects := s.prefix + "objects/"
+	end := clientv3.GetPrefixRangeEnd(objects)
+	from, rev := objects, int64(0)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(eachPage), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.client.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			return s.fail(err)
+		}
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			kindText, id, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), objects), "/")
+			kind, err := strconv.Atoi(kindText)
+			if !ok || err != nil {
+				return fmt.Errorf("etcd key %q is not an object's", kv.Key)
+			}
+			r, err := decodeRecord(kv)
+			if err != nil {
+				return err
+			}
+			if err := fn(Kind(kind), id, *r); err != nil {
+				return err
+			}
+		}
+		if !resp.More {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
