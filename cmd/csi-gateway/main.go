@@ -1,6 +1,7 @@
 // Command csi-gateway is the CSI gateway and its tools. Subcommands: serve (the gateway),
 // appliance (the reference appliance as a CSI driver and HTTP server), call (a CSI client for
-// people), tap (a live view of a running gateway's calls) and version.
+// people), tap (a live view of a running gateway's calls), ledger (export, import and migrate the
+// tenancy ledger) and version.
 package main
 
 import (
@@ -52,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newTapCommand(), newInitiatorsCommand())
+	root.AddCommand(newServeCommand(), newApplianceCommand(), newCallCommand(), newTapCommand(), newInitiatorsCommand(), newLedgerCommand())
 	addVersion(root, readBuildInfo(version))
 	return root.ExecuteContext(ctx)
 }

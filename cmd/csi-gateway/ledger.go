@@ -1,0 +1,268 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
+)
+
+const ledgerLong = `Back up, restore and move the tenancy ledger of a central gateway.
+
+A STORE is one of:
+
+  bbolt:PATH            a ledger file (a central gateway must not have it open)
+  etcd:URL[,URL...]     etcd without TLS, under the default prefix ` + tenancy.DefaultEtcdPrefix + `
+  config:FILE           the tenancy.store (or tenancy.ledger) of a gateway configuration
+                        file: etcd with TLS, a prefix of its own
+
+An export is the ledger's records (which tenant owns which backend object, the names they
+were created under, volumes' bytes) with each tenant's counts, as canonical JSON: the same
+records give the same bytes, whichever store they come from. It holds no quota holds nor
+operation locks: they belong to calls in flight and die with them; such a call is
+recorded by the orchestrator's retry, as after a crash.
+
+import refuses a store that holds records unless --merge (then importing the same file
+again changes nothing). migrate copies one store into another, empty one, then exports
+both and compares the counts per kind and tenant and the SHA-256 of the exports; a target
+that already holds exactly the source's records is left as it is.
+
+Exit status: 0; 1 on an error, or when migrate's copy does not match.`
+
+const ledgerExample = `  csi-gateway ledger export --store bbolt:/var/lib/csi-gateway/tenancy.db -o ledger.json
+  csi-gateway ledger import --store config:/etc/csi-gateway/config.yaml ledger.json
+  csi-gateway ledger migrate --from bbolt:/var/lib/csi-gateway/tenancy.db --to config:/etc/csi-gateway/config.yaml`
+
+func newLedgerCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "ledger",
+		Short:   "Export, import and migrate the tenancy ledger (bbolt and etcd)",
+		Long:    ledgerLong,
+		Example: ledgerExample,
+	}
+	cmd.AddCommand(newLedgerExportCommand(), newLedgerImportCommand(), newLedgerMigrateCommand())
+	return cmd
+}
+
+func newLedgerExportCommand() *cobra.Command {
+	var store, output string
+	cmd := &cobra.Command{
+		Use:   "export --store STORE [-o FILE]",
+		Short: "Write the ledger's records as JSON to stdout or a file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := openLedgerStore("--store", store, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			d, err := tenancy.Export(cmd.Context(), s)
+			if err != nil {
+				return fmt.Errorf("export from %s: %w", store, err)
+			}
+			if err := writeDump(cmd.OutOrStdout(), output, d); err != nil {
+				return err
+			}
+			printSummary(cmd.ErrOrStderr(), "exported", d)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "", "the ledger to export (bbolt:PATH, etcd:URLS or config:FILE)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default stdout); written whole or not at all")
+	cmd.MarkFlagRequired("store")
+	return cmd
+}
+
+func newLedgerImportCommand() *cobra.Command {
+	var store string
+	var merge bool
+	cmd := &cobra.Command{
+		Use:   "import --store STORE [--merge] FILE",
+		Short: "Record an export's objects in a ledger (FILE - reads stdin)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := readDumpFile(cmd.InOrStdin(), args[0])
+			if err != nil {
+				return err
+			}
+			s, err := openLedgerStore("--store", store, false)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := tenancy.Import(cmd.Context(), s, d, merge); err != nil {
+				if errors.Is(err, tenancy.ErrNotEmpty) {
+					return fmt.Errorf("%s: %w (give --merge to add the export's records to it)", store, err)
+				}
+				return fmt.Errorf("import into %s: %w", store, err)
+			}
+			printSummary(cmd.ErrOrStderr(), "imported", d)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "", "the ledger to import into (bbolt:PATH, etcd:URLS or config:FILE)")
+	cmd.Flags().BoolVar(&merge, "merge", false, "add the records to a ledger that holds some (objects of another tenant are refused)")
+	cmd.MarkFlagRequired("store")
+	return cmd
+}
+
+func newLedgerMigrateCommand() *cobra.Command {
+	var from, to string
+	cmd := &cobra.Command{
+		Use:   "migrate --from STORE --to STORE",
+		Short: "Copy a ledger into an empty store and verify the copy (counts and SHA-256)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return migrateLedger(cmd.Context(), cmd.OutOrStdout(), from, to)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the ledger to copy (bbolt:PATH, etcd:URLS or config:FILE)")
+	cmd.Flags().StringVar(&to, "to", "", "the store to copy it into, empty (bbolt:PATH, etcd:URLS or config:FILE)")
+	cmd.MarkFlagRequired("from")
+	cmd.MarkFlagRequired("to")
+	return cmd
+}
+
+// migrateLedger copies from into to and compares their exports, printing both summaries.
+func migrateLedger(ctx context.Context, out io.Writer, from, to string) error {
+	src, err := openLedgerStore("--from", from, true)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := openLedgerStore("--to", to, false)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	want, err := tenancy.Export(ctx, src)
+	if err != nil {
+		return fmt.Errorf("export from %s: %w", from, err)
+	}
+	switch err := tenancy.Import(ctx, dst, want, false); {
+	case errors.Is(err, tenancy.ErrNotEmpty):
+		fmt.Fprintf(out, "%s is not empty: comparing it with %s\n", to, from)
+	case err != nil:
+		return fmt.Errorf("import into %s: %w", to, err)
+	}
+	got, err := tenancy.Export(ctx, dst)
+	if err != nil {
+		return fmt.Errorf("export from %s: %w", to, err)
+	}
+	printSummary(out, "source "+from, want)
+	printSummary(out, "target "+to, got)
+	if got.Checksum() != want.Checksum() {
+		fmt.Fprintln(out, "MISMATCH: the target's records differ from the source's")
+		return exitError{code: 1}
+	}
+	fmt.Fprintln(out, "verified: the target holds exactly the source's records")
+	return nil
+}
+
+// printSummary prints a Dump's objects per tenant and kind, and its checksum.
+func printSummary(w io.Writer, what string, d *tenancy.Dump) {
+	fmt.Fprintf(w, "%s: %d objects, sha256 %s\n", what, len(d.Objects), d.Checksum())
+	for _, t := range d.Tenants {
+		fmt.Fprintf(w, "  %s: volume %d (%d bytes), snapshot %d, groupSnapshot %d, volumeGroup %d\n", t.Tenant,
+			t.Objects["volume"], t.VolumeBytes, t.Objects["snapshot"], t.Objects["groupSnapshot"], t.Objects["volumeGroup"])
+	}
+}
+
+// writeDump writes d to stdout, or to path through a temporary file renamed into place.
+func writeDump(stdout io.Writer, path string, d *tenancy.Dump) error {
+	if path == "" {
+		return d.Encode(stdout)
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(d.Encode(f), f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+func readDumpFile(stdin io.Reader, path string) (*tenancy.Dump, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	d, err := tenancy.ReadDump(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+// openLedgerStore opens a STORE given to flag: bbolt:PATH, etcd:URLS or config:FILE. A
+// source's bbolt file must exist (a mistyped path would otherwise export an empty ledger).
+func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
+	kind, arg, _ := strings.Cut(spec, ":")
+	var t TenancyConfig
+	switch {
+	case arg == "":
+		return nil, ledgerUsage(flag, spec)
+	case kind == "bbolt":
+		t.Store.Bbolt = &BboltStoreConfig{Path: arg}
+	case kind == "etcd":
+		t.Store.Etcd = &EtcdStoreConfig{Endpoints: strings.Split(arg, ",")}
+		if err := t.Store.Etcd.validate(); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
+		}
+	case kind == "config":
+		flags := pflag.NewFlagSet("ledger", pflag.ContinueOnError)
+		bindServeFlags(flags)
+		flags.Set("config", arg)
+		cfg, err := loadConfig(flags, os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
+		}
+		if !cfg.Tenancy.enabled() {
+			return nil, fmt.Errorf("%s %s: the file configures no tenancy.store", flag, spec)
+		}
+		t = cfg.Tenancy
+	default:
+		return nil, ledgerUsage(flag, spec)
+	}
+	if path := cmp.Or(t.Ledger, bboltPath(t.Store.Bbolt)); source && path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
+		}
+	}
+	s, _, err := t.openStore(slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
+	}
+	return s, nil
+}
+
+func bboltPath(b *BboltStoreConfig) string {
+	if b == nil {
+		return ""
+	}
+	return b.Path
+}
+
+func ledgerUsage(flag, spec string) error {
+	return fmt.Errorf("%s %q: want bbolt:PATH, etcd:URL[,URL...] or config:FILE", flag, spec)
+}
