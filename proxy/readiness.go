@@ -48,14 +48,29 @@ func WithReadyMetrics(m *Metrics) ReadinessOption {
 	return func(r *Readiness) { r.metrics = m }
 }
 
-// Readiness answers whether the gateway can take calls now: its CSI listeners are serving and
-// every backend's Ready succeeds. It is what /readyz reports. It is safe for concurrent use.
+// WithReadyCheck adds a dependency that is not a backend to the checks: ready is called
+// like a backend's Ready (within the Ready timeout, cached alike), and its failure is
+// reported as what's (such as "the tenancy ledger").
+func WithReadyCheck(what string, ready func(context.Context) error) ReadinessOption {
+	return func(r *Readiness) { r.others = append(r.others, readyCheck{what, ready}) }
+}
+
+// readyCheck is a dependency checked beside the backends.
+type readyCheck struct {
+	what  string
+	ready func(context.Context) error
+}
+
+// Readiness answers whether the gateway can take calls now: its CSI listeners are serving,
+// every backend's Ready succeeds, and so does every other check (WithReadyCheck: the tenancy
+// ledger's store). It is what /readyz reports. It is safe for concurrent use.
 type Readiness struct {
 	names    []string // sorted
 	backends map[string]backends.Backend
 	ttl      time.Duration
 	timeout  time.Duration
 	metrics  *Metrics
+	others   []readyCheck // in the order given, after the backends
 	now      func() time.Time
 
 	listening atomic.Bool
@@ -145,21 +160,27 @@ func (r *Readiness) run(run *readyRun) {
 	close(run.done)
 }
 
-// checkBackends calls every backend's Ready at once and joins the failures, in name order.
+// checkBackends calls every backend's Ready and every other check at once and joins the
+// failures: the backends' in name order, then the others'.
 func (r *Readiness) checkBackends() error {
-	errs := make([]error, len(r.names))
+	errs := make([]error, len(r.names)+len(r.others))
 	var wg sync.WaitGroup
 	for i, name := range r.names {
-		wg.Go(func() { errs[i] = r.checkBackend(name, r.backends[name]) })
+		wg.Go(func() { errs[i] = r.check(fmt.Sprintf("backend %q", name), r.backends[name].Ready) })
+	}
+	for i, c := range r.others {
+		wg.Go(func() { errs[len(r.names)+i] = r.check(c.what, c.ready) })
 	}
 	wg.Wait()
-	var reasons []string
 	for i, name := range r.names {
 		if r.metrics != nil {
 			r.metrics.setBackendReady(name, errs[i] == nil)
 		}
-		if errs[i] != nil {
-			reasons = append(reasons, errs[i].Error())
+	}
+	var reasons []string
+	for _, err := range errs {
+		if err != nil {
+			reasons = append(reasons, err.Error())
 		}
 	}
 	if len(reasons) == 0 {
@@ -168,9 +189,9 @@ func (r *Readiness) checkBackends() error {
 	return errors.New("csi-gateway is not ready: " + strings.Join(reasons, "; "))
 }
 
-// checkBackend calls b.Ready within the timeout. A backend that ignores its context and
-// answers late is not waited for: its answer is dropped when it comes.
-func (r *Readiness) checkBackend(name string, b backends.Backend) error {
+// check calls ready (of what: a backend, or another dependency) within the timeout. One that
+// ignores its context and answers late is not waited for: its answer is dropped when it comes.
+func (r *Readiness) check(what string, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	res := make(chan error, 1)
@@ -180,7 +201,7 @@ func (r *Readiness) checkBackend(name string, b backends.Backend) error {
 				res <- fmt.Errorf("its readiness check panicked: %v", p)
 			}
 		}()
-		res <- b.Ready(ctx)
+		res <- ready(ctx)
 	}()
 	var err error
 	select {
@@ -192,9 +213,8 @@ func (r *Readiness) checkBackend(name string, b backends.Backend) error {
 		return nil
 	}
 	// Backend errors usually say which backend they come from already; say it once.
-	prefix := fmt.Sprintf("backend %q", name)
-	if msg := err.Error(); strings.HasPrefix(msg, prefix) {
+	if msg := err.Error(); strings.HasPrefix(msg, what) {
 		return err
 	}
-	return fmt.Errorf("%s: %w", prefix, err)
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -87,6 +87,22 @@ func TestReadinessBackends(t *testing.T) {
 	}
 }
 
+// TestReadinessOtherChecks: a check that is not a backend (the tenancy ledger's store) is
+// reported under its own name, after the backends', and bounded by the same timeout.
+func TestReadinessOtherChecks(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	r := listening(NewReadiness(map[string]backends.Backend{"a": failing("gone")},
+		WithReadyCheck("the tenancy ledger in etcd https://127.0.0.1:2379", failing("etcdserver: no leader").Ready),
+		WithReadyCheck("slow", blocking(release).Ready),
+		WithReadyCheck("fine", (&readyFake{}).Ready),
+		WithReadyTimeout(50*time.Millisecond)))
+	want := `csi-gateway is not ready: backend "a": gone; the tenancy ledger in etcd https://127.0.0.1:2379: etcdserver: no leader; slow: did not answer its readiness check within 50ms`
+	if got := errText(r.Check(context.Background())); got != want {
+		t.Errorf("Check = %s\nwant    %s", got, want)
+	}
+}
+
 // TestReadinessNotListening: not ready before SetListening(true) and after SetListening(false),
 // without asking any backend.
 func TestReadinessNotListening(t *testing.T) {

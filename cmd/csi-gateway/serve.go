@@ -86,7 +86,6 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	}
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
 	metrics.WatchBackends(bes)
-	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
 	tap := proxy.NewTap()
 	timeouts, err := proxy.NewTimeouts(cfg.Timeouts)
 	if err != nil {
@@ -100,6 +99,7 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("transport: %w", err)
 	}
+	readyOpts := []proxy.ReadinessOption{proxy.WithReadyMetrics(metrics)}
 	var ledger *tenancy.Ledger
 	if cfg.Tenancy.enabled() {
 		opts, err := cfg.Tenancy.ledgerOptions()
@@ -116,11 +116,13 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		}
 		defer ledger.Close()
 		metrics.WatchTenancy(ledger)
+		readyOpts = append(readyOpts, proxy.WithReadyCheck("the tenancy ledger in "+where, ledger.Ready))
 		log.Info("tenancy on", "ledger", where, "tenants", len(cfg.Tenancy.Tenants))
 		if cfg.Tenancy.TokenKeyFile == "" {
 			log.Warn("tenancy.tokenKeyFile is not set: tenants' listing tokens (next_token) are sealed with a random key of this process, so they do not survive a restart and other replicas refuse them (ABORTED: the caller restarts its listing)")
 		}
 	}
+	readiness := proxy.NewReadiness(bes, readyOpts...)
 	repairs := make(map[string]proxy.Repair, len(cfg.Backends))
 	for name, b := range cfg.Backends {
 		repairs[name], _ = proxy.ParseRepair(b.Repair, b.Type) // validated with the configuration

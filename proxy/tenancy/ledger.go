@@ -74,6 +74,10 @@ func Open(path string, quotas map[string]Quota, opts ...Option) (*Ledger, error)
 	return l, nil
 }
 
+// Ready returns nil when the ledger's store can be read now (always, for a bbolt file), or an
+// error naming the store (etcd without a quorum, or out of reach).
+func (l *Ledger) Ready(ctx context.Context) error { return l.store.ready(ctx) }
+
 // Close closes the store.
 func (l *Ledger) Close() error { return l.store.Close() }
 

@@ -41,6 +41,9 @@ type Store interface {
 	// each returns (export.go). It reads one point in time (a bbolt read transaction; one
 	// etcd revision), whatever changes meanwhile.
 	each(ctx context.Context, fn func(kind Kind, backendID string, r Record) error) error
+	// ready returns nil when the store can be read now: always for bbolt; for etcd, when a
+	// quorum read answers (an error naming etcd otherwise). /readyz reports it.
+	ready(ctx context.Context) error
 	// opLocker locks objects for the operations in flight (oplock.go).
 	opLocker
 	// Close releases the store (an etcd store's holds vanish with its lease).

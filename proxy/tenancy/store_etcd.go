@@ -168,6 +168,16 @@ func (s *etcdStore) fail(err error) error {
 	return fmt.Errorf("etcd at %s: %w", s.where, err)
 }
 
+// ready makes a linearizable read, which needs a leader and a quorum's answer.
+func (s *etcdStore) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if _, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly()); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
 // read gets keys at one revision; kvs[i] is nil for a key that does not exist.
 func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.KeyValue, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
