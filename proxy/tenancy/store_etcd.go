@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/csi-gateway/csi-gateway/tlsconf"
 )
@@ -75,7 +76,9 @@ type etcdStore struct {
 	life    context.Context // ended by Close: the lease's keep-alive
 	endLife context.CancelFunc
 	seq     atomic.Uint64 // numbers this replica's holds
-	closing sync.Once
+	// observer, if set, is told of each request and lost lease (store_observe.go).
+	observer atomic.Pointer[StoreObserver]
+	closing  sync.Once
 
 	mu    sync.Mutex
 	lease clientv3.LeaseID // 0: none granted yet, or lost
@@ -96,7 +99,8 @@ func OpenEtcd(cfg EtcdConfig) (Store, error) {
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: s.timeout,
 		// Its errors reach callers (UNAVAILABLE naming etcd); its own log would repeat them.
-		Logger: zap.NewNop(),
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(s.observeRequests)},
 	}
 	if len(cfg.Endpoints) == 0 {
 		s.closeTLS()
@@ -460,6 +464,7 @@ func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) 
 	go func() {
 		for range alive {
 		}
+		s.leaseLost()        // unless the store closed
 		s.dropLease(resp.ID) // expired, revoked, or the store closed
 	}()
 	s.lease = resp.ID

@@ -203,10 +203,13 @@ func testReplicasNeverOvershoot(t *testing.T, open opener) {
 
 // testRevokedLeaseFreesHolds: a replica's holds are bound to its lease: when the lease is
 // revoked (or the replica closes), another replica gets the room, and the first one takes a
-// new lease for its next hold.
+// new lease for its next hold. Its observer is told of its requests (by etcd method) and of
+// the lease lost — once: not of the one its Close revokes.
 func testRevokedLeaseFreesHolds(t *testing.T, open opener) {
 	quotas := map[string]Quota{"blue": {MaxVolumes: 2}}
 	a, b := open(t, quotas), open(t, quotas)
+	var seen observed
+	a.Observe(&seen)
 	ctx := t.Context()
 	for range 2 {
 		if _, err := a.reserve(ctx, "blue", 1, 0); err != nil {
@@ -238,10 +241,22 @@ func testRevokedLeaseFreesHolds(t *testing.T, open opener) {
 	if u := b.usageNow("blue"); u != (usage{volumes: 2}) {
 		t.Errorf("blue's usage = %+v; want 2 volumes held", u)
 	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if _, lost := seen.counts(); lost > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the observer was not told of the revoked lease within a minute")
+		}
+	}
 	// Closing a replica frees its holds at once.
 	a.Close()
 	if u := b.usageNow("blue"); u != (usage{volumes: 1}) {
 		t.Errorf("after a replica closed blue's usage = %+v; want only the other's hold", u)
+	}
+	requests, lost := seen.counts()
+	if requests["Txn"] == 0 || requests["LeaseGrant"] < 2 || lost != 1 {
+		t.Errorf("observed requests %v and %d leases lost; want Txns, 2 LeaseGrants or more and 1 lease lost (the revoked one, not the closed one)", requests, lost)
 	}
 }
 
