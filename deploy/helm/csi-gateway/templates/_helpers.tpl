@@ -128,7 +128,9 @@ auth: {bearerTokenFile: /etc/csi-gateway/appliance-credentials/token}
 {{- else if eq $v.deployment "cluster" -}}
 {{- $tls := dict "ca" "/etc/csi-gateway/central-tls/ca.crt" "cert" "/etc/csi-gateway/central-tls/tls.crt" "key" "/etc/csi-gateway/central-tls/tls.key" -}}
 {{- if $v.cluster.central.serverName }}{{ $_ := set $tls "serverName" $v.cluster.central.serverName }}{{ end -}}
-{{- $_ := set $backends "central" (dict "type" "grpc" "target" $v.cluster.central.target "tls" $tls) -}}
+{{- $central := dict "type" "grpc" "tls" $tls -}}
+{{- if $v.cluster.central.targets }}{{ $_ := set $central "targets" $v.cluster.central.targets }}{{ else }}{{ $_ := set $central "target" $v.cluster.central.target }}{{ end -}}
+{{- $_ := set $backends "central" $central -}}
 {{- $routes = append $routes (dict "methods" (list "*") "backend" "central") -}}
 {{- else -}}
 {{- $_ := set $backends "appliance" (fromYaml (include "csigw.applianceBackend" $)) -}}
