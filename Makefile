@@ -12,6 +12,11 @@ TEST_FLAGS ?=
 # h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
 # into .tools when missing or when go.mod changes; test/attack runs it on both transports.
 H2SPEC    := $(CURDIR)/.tools/bin/h2spec
+# grpcurl and grpc_health_probe, pinned by tools/probes/go.mod's tool directives (a module of its
+# own: their dependencies stay out of go.mod), built into .tools when missing or when that go.mod
+# changes; proxy's tests and the README quick start test drive health and reflection with them.
+GRPCURL      := $(CURDIR)/.tools/bin/grpcurl
+HEALTH_PROBE := $(CURDIR)/.tools/bin/grpc_health_probe
 
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
@@ -52,9 +57,9 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 # tests by CSIGW_ETCD. A separate binary rather than etcd's server/v3/embed in the test
 # binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
 # processes of its own, which the tests kill like crashes, not under the race detector.
-test: test-deps lint $(H2SPEC) ## run every test (race detector on; mount tests need root; h2spec on both transports; a real etcd), then a short fuzz run
+test: test-deps lint $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd), then a short fuzz run
 	@$(E2E_COMPONENTS) etcd-ledger
-	H2SPEC=$(H2SPEC) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
@@ -63,6 +68,12 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
 
 $(H2SPEC): go.mod go.sum
 	$(GO) build -o $@ github.com/summerwind/h2spec/cmd/h2spec
+
+$(GRPCURL): tools/probes/go.mod tools/probes/go.sum
+	cd tools/probes && $(GO) build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+$(HEALTH_PROBE): tools/probes/go.mod tools/probes/go.sum
+	cd tools/probes && $(GO) build -o $@ github.com/grpc-ecosystem/grpc-health-probe
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
