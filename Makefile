@@ -7,6 +7,8 @@ BIN       := bin/csi-gateway
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 RUN_DIR   := $(CURDIR)/.run
+# make run's admin listener (/metrics, /readyz, the tap): the README's observability commands use it.
+RUN_ADMIN ?= 127.0.0.1:9808
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
 TEST_FLAGS ?=
 # h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
@@ -41,16 +43,17 @@ help: ## list the targets
 build: ## build bin/csi-gateway (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
 
-run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data)
+run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data), admin on 127.0.0.1:9808
 	@mkdir -p $(RUN_DIR)
-	@echo "csi-gateway: CSI socket unix://$(RUN_DIR)/csi.sock, embedded appliance, data in $(RUN_DIR)/data"
+	@echo "csi-gateway: CSI socket unix://$(RUN_DIR)/csi.sock, embedded appliance, data in $(RUN_DIR)/data, admin http://$(RUN_ADMIN)"
 	@echo "In another shell:"
 	@echo "  export CSI_ENDPOINT=unix://$(RUN_DIR)/csi.sock"
 	@echo "  $(BIN) call info"
 	@echo "  $(BIN) call create-volume demo --size 1Gi"
 	@echo "  $(BIN) call list-volumes"
+	@echo "  $(BIN) tap --admin $(RUN_ADMIN)"
 	@echo "Stop with Ctrl-C."
-	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --log-format text
+	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --admin $(RUN_ADMIN) --log-format text
 
 # The tenancy ledger's etcd tests start a real 3-member etcd: the pinned server, built once
 # from the module proxy into E2E_CACHE (about 80 s of CPU cold; nothing warm) and named to the
