@@ -174,8 +174,12 @@ func testReflectionService(t *testing.T, tr Transport) {
 	if resp, err := alpha.Recv(); err != nil || len(resp.GetListServicesResponse().GetService()) != len(got) {
 		t.Errorf("v1alpha ListServices = %v, %v; want the %d services of v1", resp, err, len(got))
 	}
-	if calls := be.recorded(); len(calls) != 0 {
-		t.Errorf("the backend saw %d calls, want none", len(calls))
+	// The backend is asked for its reflection (ListServices merges it; the fake has none), and
+	// for nothing else.
+	for _, c := range be.recorded() {
+		if !strings.HasPrefix(c.method, "/grpc.reflection.") {
+			t.Errorf("the backend was called: %s", c.method)
+		}
 	}
 }
 

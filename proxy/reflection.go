@@ -15,17 +15,18 @@ import (
 // tools v1alpha), over the services the gateway knows: every service of the known packages
 // (csi.v1's Identity, Controller, Node, GroupController and SnapshotMetadata; csi-addons'
 // volumegroup), health and reflection itself, with their descriptors from the protobuf
-// registry. It is the same on every listener. A backend's own reflection is not merged: a
-// service only a backend knows is forwarded when called, but reflection does not list or
-// describe it (call it with its .proto files, or ask the backend's reflection directly).
+// registry, merged with the reflection of the routed backends that serve it (see
+// mergedReflection). It is the same on every listener.
 type gatewayReflection struct {
 	services []string // sorted
 	v1       reflectionv1.ServerReflectionServer
 	v1alpha  reflectionv1alpha.ServerReflectionServer
+	backends []namedBackend
 }
 
-// newGatewayReflection returns the reflection service of the methods in t.
-func newGatewayReflection(t methodTable) *gatewayReflection {
+// newGatewayReflection returns the reflection service of the methods in t, merged with that
+// of bes.
+func newGatewayReflection(t methodTable, bes []namedBackend) *gatewayReflection {
 	names := map[string]bool{
 		healthpb.Health_ServiceDesc.ServiceName:                    true,
 		reflectionv1.ServerReflection_ServiceDesc.ServiceName:      true,
@@ -34,7 +35,7 @@ func newGatewayReflection(t methodTable) *gatewayReflection {
 	for _, info := range t {
 		names[string(info.desc.Parent().FullName())] = true
 	}
-	r := &gatewayReflection{services: slices.Sorted(maps.Keys(names))}
+	r := &gatewayReflection{services: slices.Sorted(maps.Keys(names)), backends: bes}
 	opts := reflection.ServerOptions{Services: r}
 	r.v1, r.v1alpha = reflection.NewServerV1(opts), reflection.NewServer(opts)
 	return r
@@ -55,8 +56,14 @@ func (r *gatewayReflection) builtinServiceNames() []string {
 	return []string{reflectionv1.ServerReflection_ServiceDesc.ServiceName, reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName}
 }
 
-// addTo registers both versions' methods in b.
+// addTo registers both versions' ServerReflectionInfo in b, each merged with the backends'.
 func (r *gatewayReflection) addTo(b builtinMethods) {
-	b.add(&reflectionv1.ServerReflection_ServiceDesc, r.v1)
-	b.add(&reflectionv1alpha.ServerReflection_ServiceDesc, r.v1alpha)
+	for _, v := range []struct {
+		desc *grpc.ServiceDesc
+		impl any
+	}{{&reflectionv1.ServerReflection_ServiceDesc, r.v1}, {&reflectionv1alpha.ServerReflection_ServiceDesc, r.v1alpha}} {
+		sd := v.desc.Streams[0] // ServerReflectionInfo, its one method
+		method := "/" + v.desc.ServiceName + "/" + sd.StreamName
+		b[method] = mergedReflection(method, sd.Handler, v.impl, r.backends)
+	}
 }

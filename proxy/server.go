@@ -128,7 +128,7 @@ func NewServer(o Options) (*Server, error) {
 		routes:     routes,
 		redactor:   redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
 		readiness:  readiness,
-		reflection: newGatewayReflection(methods),
+		reflection: newGatewayReflection(methods, routedBackends(routes, o.Backends)),
 	}, nil
 }
 
