@@ -168,9 +168,11 @@ func testReflectionService(t *testing.T, tr Transport) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	//lint:ignore SA1019 v1alpha is deprecated, and served on purpose: older tools ask only it
 	if err := alpha.Send(&reflectionv1alpha.ServerReflectionRequest{MessageRequest: &reflectionv1alpha.ServerReflectionRequest_ListServices{}}); err != nil {
 		t.Fatal(err)
 	}
+	//lint:ignore SA1019 v1alpha is deprecated, and served on purpose: older tools ask only it
 	if resp, err := alpha.Recv(); err != nil || len(resp.GetListServicesResponse().GetService()) != len(got) {
 		t.Errorf("v1alpha ListServices = %v, %v; want the %d services of v1", resp, err, len(got))
 	}
