@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // switchableBackend is a serverFake whose readiness the test turns off and on.
@@ -185,42 +184,20 @@ func testReflectionService(t *testing.T, tr Transport) {
 	}
 }
 
-// toolFromEnv returns the binary named by env, or skips the test loudly.
-func toolFromEnv(t *testing.T, env, name string) string {
-	t.Helper()
-	bin := os.Getenv(env)
-	if bin == "" {
-		t.Skipf("SKIPPED: %s is not set. `make test` builds %s (pinned in tools/probes/go.mod) into .tools/bin and sets it", env, name)
-	}
-	return bin
-}
-
-// runTool runs a client tool against the harness; it returns its combined output and exit code.
-func runTool(t *testing.T, bin string, args ...string) (string, int) {
-	t.Helper()
-	cmd := exec.CommandContext(serverCallCtx(t), bin, args...)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("%s: %v", bin, err)
-	}
-	return string(out), cmd.ProcessState.ExitCode()
-}
-
 // TestGrpcurl: grpcurl, with no proto files, lists the gateway's services, describes one and
 // calls a CSI method through the gateway, on both transports.
 func TestGrpcurl(t *testing.T) {
-	bin := toolFromEnv(t, "GRPCURL", "grpcurl")
+	bin := testutil.Tool(t, "GRPCURL", "grpcurl")
 	onEachTransport(t, func(t *testing.T, tr Transport) {
 		ts, _ := startBuiltinHarness(t, tr)
 		base := []string{"-plaintext", "-unix", ts.sock}
-		if out, code := runTool(t, bin, append(base, "list")...); code != 0 || !strings.Contains(out, "csi.v1.Controller\n") || !strings.Contains(out, "volumegroup.Controller\n") {
+		if out, code := testutil.RunTool(t, bin, append(base, "list")...); code != 0 || !strings.Contains(out, "csi.v1.Controller\n") || !strings.Contains(out, "volumegroup.Controller\n") {
 			t.Errorf("grpcurl list: exit %d\n%s", code, out)
 		}
-		if out, code := runTool(t, bin, append(base, "describe", "csi.v1.Identity")...); code != 0 || !strings.Contains(out, "rpc GetPluginInfo") {
+		if out, code := testutil.RunTool(t, bin, append(base, "describe", "csi.v1.Identity")...); code != 0 || !strings.Contains(out, "rpc GetPluginInfo") {
 			t.Errorf("grpcurl describe csi.v1.Identity: exit %d\n%s", code, out)
 		}
-		if out, code := runTool(t, bin, append(base, "csi.v1.Identity/GetPluginInfo")...); code != 0 || !strings.Contains(out, `"name": "fake.csi.example.com"`) {
+		if out, code := testutil.RunTool(t, bin, append(base, "csi.v1.Identity/GetPluginInfo")...); code != 0 || !strings.Contains(out, `"name": "fake.csi.example.com"`) {
 			t.Errorf("grpcurl csi.v1.Identity/GetPluginInfo: exit %d\n%s", code, out)
 		}
 	})
@@ -229,18 +206,18 @@ func TestGrpcurl(t *testing.T) {
 // TestGrpcHealthProbe: grpc_health_probe against a listener answers SERVING, and NOT_SERVING
 // (exit status 4) while the backend is down, on both transports.
 func TestGrpcHealthProbe(t *testing.T) {
-	bin := toolFromEnv(t, "GRPC_HEALTH_PROBE", "grpc_health_probe")
+	bin := testutil.Tool(t, "GRPC_HEALTH_PROBE", "grpc_health_probe")
 	onEachTransport(t, func(t *testing.T, tr Transport) {
 		ts, be := startBuiltinHarness(t, tr)
 		addr := "-addr=unix://" + ts.sock
-		if out, code := runTool(t, bin, addr); code != 0 || !strings.Contains(out, "SERVING") {
+		if out, code := testutil.RunTool(t, bin, addr); code != 0 || !strings.Contains(out, "SERVING") {
 			t.Errorf("grpc_health_probe: exit %d, want 0 and SERVING\n%s", code, out)
 		}
-		if out, code := runTool(t, bin, addr, "-service=csi.v1.Node"); code != 0 {
+		if out, code := testutil.RunTool(t, bin, addr, "-service=csi.v1.Node"); code != 0 {
 			t.Errorf("grpc_health_probe -service=csi.v1.Node: exit %d, want 0\n%s", code, out)
 		}
 		be.down.Store(true)
-		if out, code := runTool(t, bin, addr); code != 4 || !strings.Contains(out, "NOT_SERVING") {
+		if out, code := testutil.RunTool(t, bin, addr); code != 4 || !strings.Contains(out, "NOT_SERVING") {
 			t.Errorf("grpc_health_probe with the backend down: exit %d, want 4 and NOT_SERVING\n%s", code, out)
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // echoFile is example.v1.Echo, a service the gateway does not know: built here, never in the
@@ -147,14 +148,14 @@ func testReflectionMergesBackends(t *testing.T, tr Transport) {
 // TestGrpcurlThroughMergedReflection: grpcurl, with no proto files, lists, describes and calls
 // a service only the driver behind the gateway knows.
 func TestGrpcurlThroughMergedReflection(t *testing.T) {
-	bin := toolFromEnv(t, "GRPCURL", "grpcurl")
+	bin := testutil.Tool(t, "GRPCURL", "grpcurl")
 	onEachTransport(t, func(t *testing.T, tr Transport) {
 		ts := startReflectingGateway(t, tr)
 		base := []string{"-plaintext", "-unix", ts.sock}
-		if out, code := runTool(t, bin, append(base, "list")...); code != 0 || !strings.Contains(out, "example.v1.Echo\n") || !strings.Contains(out, "csi.v1.Node\n") {
+		if out, code := testutil.RunTool(t, bin, append(base, "list")...); code != 0 || !strings.Contains(out, "example.v1.Echo\n") || !strings.Contains(out, "csi.v1.Node\n") {
 			t.Errorf("grpcurl list: exit %d\n%s", code, out)
 		}
-		if out, code := runTool(t, bin, "-plaintext", "-unix", "-d", `{"text":"hi"}`, ts.sock, "example.v1.Echo/Say"); code != 0 || !strings.Contains(out, `"text": "echo: hi"`) {
+		if out, code := testutil.RunTool(t, bin, "-plaintext", "-unix", "-d", `{"text":"hi"}`, ts.sock, "example.v1.Echo/Say"); code != 0 || !strings.Contains(out, `"text": "echo: hi"`) {
 			t.Errorf("grpcurl example.v1.Echo/Say: exit %d\n%s", code, out)
 		}
 	})
