@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,5 +60,41 @@ routes: [{methods: ["*"], backend: driver}]
 	}
 	if strings.Contains(gw.Output(), "grpc.health") || strings.Contains(gw.Output(), "ServerReflection") {
 		t.Errorf("health or reflection calls were logged:\n%s", gw.Output())
+	}
+}
+
+// TestReadmeGrpcRecipe runs the README's grpcurl and grpc_health_probe lines, as written,
+// against the binary serving the embedded appliance on .run/csi.sock, as `make run` does.
+func TestReadmeGrpcRecipe(t *testing.T) {
+	tools := map[string]string{
+		"grpcurl":           testutil.Tool(t, "GRPCURL", "grpcurl"),
+		"grpc_health_probe": testutil.Tool(t, "GRPC_HEALTH_PROBE", "grpc_health_probe"),
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		for name, bin := range tools {
+			if strings.HasPrefix(line, name+" ") {
+				script = append(script, bin+strings.TrimPrefix(line, name))
+			}
+		}
+	}
+	if len(script) < 3 {
+		t.Fatalf("README.md has %d grpcurl/grpc_health_probe lines, want the recipe's", len(script))
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, ".run", "csi.sock")
+	testutil.Start(t, "serve", "--endpoint", "unix://"+sock, "--data-dir", filepath.Join(dir, ".run", "data"))
+	testutil.Dial(t, "unix://"+sock)
+	cmd := exec.Command("sh", "-eux", "-c", strings.Join(script, "\n"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PWD="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "csi.v1.Controller\n") || !strings.Contains(string(out), "status: SERVING") {
+		t.Fatalf("the README's grpc recipe: %v\n%s", err, out)
 	}
 }
