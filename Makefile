@@ -16,9 +16,10 @@ TEST_FLAGS ?=
 # h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
 # into .tools when missing or when go.mod changes; test/attack runs it on both transports.
 H2SPEC    := $(CURDIR)/.tools/bin/h2spec
-# grpcurl and grpc_health_probe, pinned by tools/probes/go.mod's tool directives (a module of its
-# own: their dependencies stay out of go.mod), built into .tools when missing or when that go.mod
-# changes; proxy's tests and the README quick start test drive health and reflection with them.
+# grpcurl and grpc_health_probe, pinned by tools/probes/go.mod's tool directives (a module of
+# its own: their dependencies stay out of go.mod and tools/go.mod), built into .tools when
+# missing or when that go.mod changes; proxy's and test/e2e's tests drive health and
+# reflection with them (and the README's grpcurl recipe).
 GRPCURL      := $(CURDIR)/.tools/bin/grpcurl
 HEALTH_PROBE := $(CURDIR)/.tools/bin/grpc_health_probe
 

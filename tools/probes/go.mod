@@ -1,5 +1,6 @@
 // grpcurl and grpc_health_probe, pinned by the tool directives below: a module of its own, so
-// their dependencies stay out of the gateway's go.mod. `make test` builds them into .tools/bin
+// their dependencies stay out of the gateway's go.mod, and out of tools/go.mod too (they would
+// move the release tools' x/crypto, protobuf and gonum). `make test` builds them into .tools/bin
 // and names them to the tests (GRPCURL, GRPC_HEALTH_PROBE), which drive the gateway's health
 // and reflection services with them.
 module github.com/csi-gateway/csi-gateway/tools/probes
