@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -221,4 +222,35 @@ func TestGrpcHealthProbe(t *testing.T) {
 			t.Errorf("grpc_health_probe with the backend down: exit %d, want 4 and NOT_SERVING\n%s", code, out)
 		}
 	})
+}
+
+// TestHealthWatchEndsAtShutdown: a health watch does not hold the graceful stop for the
+// grace period: at shutdown it gets NOT_SERVING and UNAVAILABLE, and Shutdown returns well
+// before its context ends.
+func TestHealthWatchEndsAtShutdown(t *testing.T) { onEachTransport(t, testHealthWatchEndsAtShutdown) }
+
+func testHealthWatchEndsAtShutdown(t *testing.T, tr Transport) {
+	ts, _ := startBuiltinHarness(t, tr)
+	// The watch may outlive Shutdown's context by far: only the server can end it in time.
+	watchCtx, cancelWatch := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancelWatch()
+	watch, err := healthpb.NewHealthClient(ts.conn).Watch(watchCtx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, err := watch.Recv(); err != nil || first.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Watch first = %v, %v; want SERVING", first, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ts.srv.Shutdown(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Shutdown waited for its whole context: the health watch held the graceful stop")
+	}
+	if last, err := watch.Recv(); err != nil || last.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch at shutdown = %v, %v; want NOT_SERVING", last, err)
+	}
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("Watch after shutdown: %v, want UNAVAILABLE", err)
+	}
 }

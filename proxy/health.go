@@ -29,6 +29,8 @@ type healthServer struct {
 	// services maps a service's full name to the backends its methods go to on this listener
 	// (empty, not nil, for the built-in services: they need no backend).
 	services map[string][]string
+	// stopping is closed when the server shuts down (Server.stopping).
+	stopping <-chan struct{}
 }
 
 // newHealthServer returns the health service of a listener with policy p.
@@ -49,7 +51,13 @@ func (s *Server) newHealthServer(p ListenerPolicy) *healthServer {
 			services[service] = append(services[service], backend)
 		}
 	}
-	return &healthServer{readiness: s.readiness, services: services}
+	return &healthServer{readiness: s.readiness, services: services, stopping: s.stopping}
+}
+
+// exists reports whether this listener has service ("" is the overall service).
+func (h *healthServer) exists(service string) bool {
+	_, ok := h.services[service]
+	return ok || service == ""
 }
 
 // status is the serving status of service; ok is false when this listener has no such service.
@@ -85,7 +93,13 @@ func (h *healthServer) List(ctx context.Context, _ *healthpb.HealthListRequest) 
 	return out, nil
 }
 
-// Watch sends the status of one service at once, then each change, until the caller leaves.
+// errShuttingDown ends health watches when the server shuts down.
+var errShuttingDown = status.Error(codes.Unavailable, "csi-gateway is shutting down")
+
+// Watch sends the status of one service at once, then each change, until the caller leaves
+// or the server shuts down: then it sends NOT_SERVING (for a service that exists) and ends
+// the call with UNAVAILABLE, so a watcher does not hold the graceful stop, and reconnects to
+// another replica, as the health-checking protocol expects of its clients.
 func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
 	ctx := stream.Context()
 	tick := time.NewTicker(healthWatchInterval)
@@ -101,6 +115,13 @@ func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serve
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
+		case <-h.stopping:
+			if h.exists(req.GetService()) && last != healthpb.HealthCheckResponse_NOT_SERVING {
+				if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}); err != nil {
+					return err
+				}
+			}
+			return errShuttingDown
 		case <-tick.C:
 		}
 	}

@@ -98,6 +98,9 @@ type Server struct {
 	// readiness and reflection answer the built-in services (builtin.go).
 	readiness  *Readiness
 	reflection *gatewayReflection
+	// stopping is closed when Shutdown begins: health watches end then, rather than hold the
+	// graceful stop for the whole grace period.
+	stopping chan struct{}
 
 	mu      sync.Mutex
 	servers []listenerServer
@@ -129,6 +132,7 @@ func NewServer(o Options) (*Server, error) {
 		redactor:   redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
 		readiness:  readiness,
 		reflection: newGatewayReflection(methods, routedBackends(routes, o.Backends)),
+		stopping:   make(chan struct{}),
 	}, nil
 }
 
@@ -220,6 +224,9 @@ func (s *Server) streamHandler(h Handler, builtins builtinMethods) grpc.StreamHa
 // first, the remaining calls are cancelled. Listeners are closed, which removes Unix sockets.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stopping)
+	}
 	s.closed = true
 	servers := s.servers
 	s.mu.Unlock()
