@@ -263,6 +263,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"plaintext opt-in on csp", "backends: {a: {type: rest, protocol: csp, urls: ['http://csp:8080'], allowSecretsOverPlaintextHTTP: true, auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP"},
 		{"csp keys on connect", "backends: {a: {type: rest, urls: ['https://a'], csp: {profile: hpe}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csp: only with protocol: csp"},
 		{"unknown protocol", "backends: {a: {type: rest, protocol: swordfish, urls: ['https://a']}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.protocol: "swordfish" is not connect or csp`},
+		{"unknown repair", "backends: {a: {type: grpc, target: 'unix:///d.sock', repair: always}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.repair: unknown repair setting "always"; use plugin, spec or none`},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
