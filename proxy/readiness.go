@@ -50,7 +50,8 @@ func WithReadyMetrics(m *Metrics) ReadinessOption {
 
 // WithReadyCheck adds a dependency that is not a backend to the checks: ready is called
 // like a backend's Ready (within the Ready timeout, cached alike), and its failure is
-// reported as what's (such as "the tenancy ledger").
+// reported as what's (such as "the tenancy ledger"). Check asks it; CheckBackends, about
+// some backends only, does not.
 func WithReadyCheck(what string, ready func(context.Context) error) ReadinessOption {
 	return func(r *Readiness) { r.others = append(r.others, readyCheck{what, ready}) }
 }
@@ -70,7 +71,8 @@ type Readiness struct {
 	ttl      time.Duration
 	timeout  time.Duration
 	metrics  *Metrics
-	others   []readyCheck // in the order given, after the backends
+	others   []readyCheck // in the order given
+	checked  []string     // the backends' names, then the others' whats: the order of reasons
 	now      func() time.Time
 
 	listening atomic.Bool
@@ -82,14 +84,36 @@ type Readiness struct {
 
 // readyResult is a finished check.
 type readyResult struct {
-	at  time.Time
-	err error
+	at   time.Time
+	errs backendErrors
 }
 
-// readyRun is a check under way; done is closed when err is set.
+// readyRun is a check under way; done is closed when errs is set.
 type readyRun struct {
 	done chan struct{}
-	err  error
+	errs backendErrors
+}
+
+// backendErrors are the failures of one check, by backend name or other check's what (a
+// ready one has none).
+type backendErrors map[string]error
+
+// of joins the failures of the backends named (all of them when names is nil), in name
+// order, into the error Check returns; nil when each of them is ready.
+func (e backendErrors) of(all, names []string) error {
+	if names == nil {
+		names = all
+	}
+	var reasons []string
+	for _, name := range all {
+		if err := e[name]; err != nil && slices.Contains(names, name) {
+			reasons = append(reasons, err.Error())
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return errors.New("csi-gateway is not ready: " + strings.Join(reasons, "; "))
 }
 
 // NewReadiness returns a Readiness over bes (the map is copied; the backends stay the
@@ -109,6 +133,10 @@ func NewReadiness(bes map[string]backends.Backend, opts ...ReadinessOption) *Rea
 	for _, o := range opts {
 		o(r)
 	}
+	r.checked = slices.Clone(r.names)
+	for _, c := range r.others {
+		r.checked = append(r.checked, c.what)
+	}
 	return r
 }
 
@@ -123,14 +151,21 @@ func (r *Readiness) SetListening(ok bool) { r.listening.Store(ok) }
 // cache TTL; callers arriving while a check runs wait for that check rather than start their
 // own. When ctx ends first, Check returns ctx's error; the check goes on for the next caller.
 func (r *Readiness) Check(ctx context.Context) error {
+	return r.CheckBackends(ctx, nil)
+}
+
+// CheckBackends is Check for the backends named only (every backend when names is nil): the
+// listeners must be serving and each of these backends ready. It shares Check's cache and
+// checks, so asking about a few backends costs no more than asking about all.
+func (r *Readiness) CheckBackends(ctx context.Context, names []string) error {
 	if !r.listening.Load() {
 		return errNotListening
 	}
 	r.mu.Lock()
 	if r.last != nil && r.now().Sub(r.last.at) < r.ttl {
-		err := r.last.err
+		errs := r.last.errs
 		r.mu.Unlock()
-		return err
+		return errs.of(r.checked, names)
 	}
 	run := r.running
 	if run == nil {
@@ -143,7 +178,7 @@ func (r *Readiness) Check(ctx context.Context) error {
 	r.mu.Unlock()
 	select {
 	case <-run.done:
-		return run.err
+		return run.errs.of(r.checked, names)
 	case <-ctx.Done():
 		return fmt.Errorf("csi-gateway readiness: the check did not finish: %w", ctx.Err())
 	}
@@ -151,19 +186,19 @@ func (r *Readiness) Check(ctx context.Context) error {
 
 // run checks every backend, publishes the result and releases the callers waiting on it.
 func (r *Readiness) run(run *readyRun) {
-	err := r.checkBackends()
+	errs := r.checkBackends()
 	r.mu.Lock()
-	r.last = &readyResult{at: r.now(), err: err}
+	r.last = &readyResult{at: r.now(), errs: errs}
 	r.running = nil
 	r.mu.Unlock()
-	run.err = err
+	run.errs = errs
 	close(run.done)
 }
 
-// checkBackends calls every backend's Ready and every other check at once and joins the
-// failures: the backends' in name order, then the others'.
-func (r *Readiness) checkBackends() error {
-	errs := make([]error, len(r.names)+len(r.others))
+// checkBackends calls every backend's Ready and every other check at once and returns the
+// failures.
+func (r *Readiness) checkBackends() backendErrors {
+	errs := make([]error, len(r.checked))
 	var wg sync.WaitGroup
 	for i, name := range r.names {
 		wg.Go(func() { errs[i] = r.check(fmt.Sprintf("backend %q", name), r.backends[name].Ready) })
@@ -172,21 +207,16 @@ func (r *Readiness) checkBackends() error {
 		wg.Go(func() { errs[len(r.names)+i] = r.check(c.what, c.ready) })
 	}
 	wg.Wait()
-	for i, name := range r.names {
-		if r.metrics != nil {
+	failed := backendErrors{}
+	for i, name := range r.checked {
+		if r.metrics != nil && i < len(r.names) {
 			r.metrics.setBackendReady(name, errs[i] == nil)
 		}
-	}
-	var reasons []string
-	for _, err := range errs {
-		if err != nil {
-			reasons = append(reasons, err.Error())
+		if errs[i] != nil {
+			failed[name] = errs[i]
 		}
 	}
-	if len(reasons) == 0 {
-		return nil
-	}
-	return errors.New("csi-gateway is not ready: " + strings.Join(reasons, "; "))
+	return failed
 }
 
 // check calls ready (of what: a backend, or another dependency) within the timeout. One that
