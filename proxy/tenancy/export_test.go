@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
@@ -50,13 +51,16 @@ func TestLedgerMigrateRoundTrip(t *testing.T) {
 	wantBytes := encode(t, want)
 	for i, s := range stores {
 		if i > 0 {
+			start := time.Now()
 			d, err := Export(t.Context(), stores[i-1])
 			if err != nil {
 				t.Fatal(err)
 			}
+			exported := time.Since(start)
 			if err := Import(t.Context(), s, d, false); err != nil {
 				t.Fatalf("store %d: %v", i, err)
 			}
+			t.Logf("store %d from store %d: export %s, import %s", i, i-1, exported.Round(time.Millisecond), (time.Since(start) - exported).Round(time.Millisecond))
 		}
 		got, err := Export(t.Context(), s)
 		if err != nil {
