@@ -100,7 +100,8 @@ func TestReadinessOtherChecks(t *testing.T) {
 	want := `csi-gateway is not ready: backend "a": gone; the tenancy ledger in etcd https://127.0.0.1:2379: etcdserver: no leader; slow: did not answer its readiness check within 50ms`
 	if got := errText(r.Check(context.Background())); got != want {
 		t.Errorf("Check = %s\nwant    %s", got, want)
-	} // Asked about some backends only (gRPC health of a service), the others are not reasons.
+	}
+	// Asked about some backends only (gRPC health of a service), the others are not reasons.
 	if got := errText(r.CheckBackends(context.Background(), []string{"a"})); got != `csi-gateway is not ready: backend "a": gone` {
 		t.Errorf("CheckBackends(a) = %s; want backend a's failure only", got)
 	}
