@@ -39,6 +39,29 @@ func loadFrom(t *testing.T, yaml string, args []string, env map[string]string) (
 	return loadConfig(flags, func(k string) string { return env[k] })
 }
 
+// underRoot creates an empty file at each of paths under a new temporary directory and
+// returns yaml with every "/tls/" and "/secrets/" rewritten to that directory's: Validate reads
+// the files a configuration names.
+func underRoot(t *testing.T, yaml string, paths ...string) (string, string) {
+	t.Helper()
+	root := t.TempDir()
+	for _, p := range paths {
+		writePlaceholder(t, filepath.Join(root, p))
+	}
+	r := strings.NewReplacer("/tls/", root+"/tls/", "/secrets/", root+"/secrets/")
+	return r.Replace(yaml), root
+}
+
+func writePlaceholder(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("placeholder\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	c, err := loadFrom(t, "", nil, nil)
 	if err != nil {
@@ -121,7 +144,7 @@ logging: {level: warn}
 }
 
 func TestConfigTLSListener(t *testing.T) {
-	c, err := loadFrom(t, `
+	yaml, root := underRoot(t, `
 listeners:
   - endpoint: tcp://0.0.0.0:9443
     tls: {cert: /tls/tls.crt, key: /tls/tls.key, clientCA: /tls/ca.crt, minVersion: "1.2"}
@@ -131,19 +154,20 @@ listeners:
       - cn: csi-attacher
   - endpoint: tcp://127.0.0.1:9000
     insecure: true
-`, nil, nil)
+`, "/tls/tls.crt", "/tls/tls.key", "/tls/ca.crt")
+	c, err := loadFrom(t, yaml, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := c.Listeners[0]
-	if l.TLS == nil || *l.TLS != (ListenerTLSConfig{Cert: "/tls/tls.crt", Key: "/tls/tls.key", ClientCA: "/tls/ca.crt", MinVersion: "1.2"}) {
+	if l.TLS == nil || *l.TLS != (ListenerTLSConfig{Cert: root + "/tls/tls.crt", Key: root + "/tls/tls.key", ClientCA: root + "/tls/ca.crt", MinVersion: tls.VersionTLS12}) {
 		t.Errorf("tls: %+v", l.TLS)
 	}
 	if len(l.Clients) != 3 || l.Clients[0].URI != "spiffe://example.org/ns/kube-system/sa/csi-provisioner" ||
 		l.Clients[1].DNS != "node1.example.org" || l.Clients[2].CN != "csi-attacher" {
 		t.Errorf("clients: %+v", l.Clients)
 	}
-	if v, _ := l.TLS.minVersion(); v != tls.VersionTLS12 {
+	if v := l.TLS.MinVersion.version(); v != tls.VersionTLS12 {
 		t.Errorf("minVersion %#x", v)
 	}
 	if !c.Listeners[1].Insecure || c.Listeners[1].TLS != nil {
@@ -152,7 +176,7 @@ listeners:
 }
 
 func TestConfigBackendTLSAndAuth(t *testing.T) {
-	c, err := loadFrom(t, `
+	yaml, root := underRoot(t, `
 backends:
   array1:
     type: rest
@@ -160,16 +184,17 @@ backends:
     tls: {ca: /tls/ca.crt, cert: /tls/tls.crt, key: /tls/tls.key, serverName: array1.example, minVersion: "1.2"}
     auth: {bearerTokenFile: /secrets/token}
 routes: [{methods: ["*"], backend: array1}]
-`, nil, nil)
+`, "/tls/ca.crt", "/tls/tls.crt", "/tls/tls.key", "/secrets/token")
+	c, err := loadFrom(t, yaml, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := c.Backends["array1"]
-	want := BackendTLSConfig{CA: "/tls/ca.crt", Cert: "/tls/tls.crt", Key: "/tls/tls.key", ServerName: "array1.example", MinVersion: "1.2"}
+	want := BackendTLSConfig{CA: root + "/tls/ca.crt", Cert: root + "/tls/tls.crt", Key: root + "/tls/tls.key", ServerName: "array1.example", MinVersion: tls.VersionTLS12}
 	if b.TLS == nil || *b.TLS != want {
 		t.Errorf("tls: %+v, want %+v", b.TLS, want)
 	}
-	if b.Auth != (BackendAuthConfig{BearerTokenFile: "/secrets/token"}) {
+	if b.Auth != (BackendAuthConfig{BearerTokenFile: root + "/secrets/token"}) {
 		t.Errorf("auth: %+v", b.Auth)
 	}
 }
@@ -209,7 +234,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"tiny header list", "limits: {maxHeaderListSize: 512}", nil, "limits.maxHeaderListSize: 512 is below 4096"},
 		{"negative connections", "limits: {maxConnections: -1}", nil, "limits.maxConnections: -1 is negative"},
 		{"negative write timeout from env", "", map[string]string{"CSIGW_LIMITS_WRITETIMEOUT": "-1s"}, "limits.writeTimeout: -1s is negative"},
-		{"unknown limit", "limits: {maxStreams: 5}", nil, "maxstreams"},
+		{"unknown limit", "limits: {maxStreams: 5}", nil, "limits.maxStreams: unknown key"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "/no/scheme.sock"}, "listeners[0].endpoint"},
 		{"tenant not declared", "listeners: [{endpoint: unix:///tmp/a.sock, tenant: blue}]\ntenancy: {ledger: /t.db, tenants: [{name: green}]}", nil, `listeners[0].tenant: tenant "blue" is not in tenancy.tenants`},
@@ -251,9 +276,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 }
 
 func TestConfigTenancy(t *testing.T) {
-	c, err := loadFrom(t, `listeners:
+	yaml, _ := underRoot(t, `listeners:
   - endpoint: tcp://127.0.0.1:9000
-    tls: {cert: /c, key: /k, clientCA: /ca}
+    tls: {cert: /tls/c, key: /tls/k, clientCA: /tls/ca}
     clients: [{uri: "spiffe://example.org/cluster/a", tenant: cluster-a}, {cn: b, tenant: cluster-b}]
     methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]
   - endpoint: unix:///tmp/ops.sock
@@ -263,7 +288,8 @@ tenancy:
   tenants:
     - {name: cluster-a, maxVolumes: 100, maxBytes: 1099511627776}
     - name: cluster-b
-`, nil, nil)
+`, "/tls/c", "/tls/k", "/tls/ca")
+	c, err := loadFrom(t, yaml, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +347,7 @@ func TestConfigDocLimits(t *testing.T) {
 }
 
 // TestConfigTokenKeyFile: tenancy.tokenKeyFile holds 32 random bytes, raw or in hex; a file
-// that cannot be read or holds anything else is an error naming the key.
+// that cannot be read or holds anything else is an error naming the key, at load.
 func TestConfigTokenKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -342,11 +368,11 @@ func TestConfigTokenKeyFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := loadFrom(t, "tenancy: {ledger: /t.db, tokenKeyFile: "+tc.file+", tenants: [{name: blue}]}", nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts, err := c.Tenancy.ledgerOptions()
 			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts, err := c.Tenancy.ledgerOptions()
 				if err != nil || len(opts) != 1 {
 					t.Fatalf("options %v, %v; want the key", opts, err)
 				}

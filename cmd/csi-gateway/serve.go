@@ -42,10 +42,17 @@ func newServeCommand() *cobra.Command {
 With no configuration at all, serve listens on ` + defaultEndpoint + ` (or $CSI_ENDPOINT)
 and answers every call from the embedded reference appliance, whose data lives in
 ` + defaultDataDir + ` (--data-dir). See docs/configuration.md for the file's keys;
-CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), flags override both.`,
+CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), flags override both.
+
+--check-config reads and checks the configuration as serve would, creating nothing, prints
+"configuration OK" or every problem found (one per line, each with its key path), and exits
+0 or 1, like nginx -t.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags(), os.Getenv)
+			if check, _ := cmd.Flags().GetBool("check-config"); check {
+				return reportConfigCheck(err, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			if err != nil {
 				return err
 			}
@@ -92,14 +99,6 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	validation, err := proxy.ParseValidationMode(cfg.Validation)
-	if err != nil {
-		return fmt.Errorf("validation: %w", err)
-	}
-	transport, err := proxy.ParseTransport(cfg.Transport)
-	if err != nil {
-		return fmt.Errorf("transport: %w", err)
-	}
 	var ledger *tenancy.Ledger
 	if cfg.Tenancy.enabled() {
 		opts, err := cfg.Tenancy.ledgerOptions()
@@ -124,7 +123,7 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation, Tenancy: ledger, Transport: transport, Limits: cfg.Limits,
+		Validation: cfg.Validation, Tenancy: ledger, Transport: cfg.Transport, Limits: cfg.Limits,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
@@ -205,12 +204,8 @@ func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *
 		p.Creds = insecure.NewCredentials()
 		return p, nil, nil
 	}
-	minVersion, err := lc.TLS.minVersion()
-	if err != nil {
-		return p, nil, fmt.Errorf("%s.tls.minVersion: %w", key, err)
-	}
 	ts, err := tlsconf.NewServer(tlsconf.ServerFiles{Cert: lc.TLS.Cert, Key: lc.TLS.Key, ClientCA: lc.TLS.ClientCA},
-		tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log),
+		tlsconf.WithMinVersion(lc.TLS.MinVersion.version()), tlsconf.WithName(key), tlsconf.WithLogger(log),
 		tlsconf.WithExpiryHook(metrics.SetCertificateExpiry))
 	if err != nil {
 		return p, nil, fmt.Errorf("%s.tls: %w", key, err)
@@ -243,10 +238,6 @@ func listen(lc ListenerConfig) (net.Listener, error) {
 // (for SIGHUP to reload). On error it returns those already open, for the caller to close.
 func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, []*tlsconf.Client, error) {
 	bes := map[string]backends.Backend{}
-	transport, err := proxy.ParseTransport(cfg.Transport)
-	if err != nil {
-		return bes, nil, fmt.Errorf("transport: %w", err)
-	}
 	var clients []*tlsconf.Client
 	for name, b := range cfg.Backends {
 		tc, err := backendTLS(name, b, log)
@@ -256,7 +247,7 @@ func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop pr
 		if tc != nil {
 			clients = append(clients, tc)
 		}
-		be, err := openBackend(name, b, tc, transport, log.With("backend", name), tp, prop)
+		be, err := openBackend(name, b, tc, cfg.Transport, log.With("backend", name), tp, prop)
 		if err != nil {
 			return bes, clients, err
 		}
@@ -276,11 +267,7 @@ func backendTLS(name string, b BackendConfig, log *slog.Logger) (*tlsconf.Client
 // clientTLS loads the TLS files of something the gateway dials (key names them in errors and
 // logs).
 func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Client, error) {
-	minVersion, err := parseMinVersion(t.MinVersion)
-	if err != nil {
-		return nil, fmt.Errorf("%s.minVersion: %w", key, err)
-	}
-	opts := []tlsconf.Option{tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log)}
+	opts := []tlsconf.Option{tlsconf.WithMinVersion(t.MinVersion.version()), tlsconf.WithName(key), tlsconf.WithLogger(log)}
 	if t.ServerSPIFFEID != "" {
 		opts = append(opts, tlsconf.WithServerSPIFFEID(t.ServerSPIFFEID))
 	}
@@ -319,18 +306,23 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		if b.Protocol == "csp" {
 			return openCSP(name, b, log, opts)
 		}
-		cfg := rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
-			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
-				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
-			}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
-			AllowSecretsOverPlaintextHTTP: b.AllowSecretsOverPlaintextHTTP,
-		}
+		cfg := b.restConfig()
 		if w := cfg.PlaintextWarning(name); w != "" {
 			log.Warn(w)
 		}
 		return rest.New(name, cfg, opts...)
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
+}
+
+// restConfig is the rest package's configuration of a rest backend (protocol connect).
+func (b BackendConfig) restConfig() rest.Config {
+	return rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
+		Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
+			MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
+		}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
+		AllowSecretsOverPlaintextHTTP: b.AllowSecretsOverPlaintextHTTP,
+	}
 }
 
 func closeBackends(bes map[string]backends.Backend, log *slog.Logger) {
