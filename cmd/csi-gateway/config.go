@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -255,10 +256,14 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	var c Config
 	// checkKeys refused unknown keys with their paths: mapstructure's ErrorUnused would say
 	// "'main.Config' has invalid keys" and miss those whose value is empty.
-	addDecodeErrors(v.Unmarshal(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+	if err := v.Unmarshal(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		textHook, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","),
-	))), &errs)
-	if len(errs.errs) > 0 {
+	))); err != nil {
+		var decodeErrs configErrors
+		addDecodeErrors(err, &decodeErrs)
+		// mapstructure walks maps in random order: sorted, the same file gives the same lines.
+		slices.SortStableFunc(decodeErrs.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		errs.errs = append(errs.errs, decodeErrs.errs...)
 		// A value of the wrong type is not there to be checked: its key's error stands for it.
 		return Config{}, errs.err()
 	}

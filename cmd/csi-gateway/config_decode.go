@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding"
-	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -15,18 +14,17 @@ import (
 // own refusal (proxy.SocketMode, a transport, a duration) or mapstructure's (a list where a
 // map belongs).
 func addDecodeErrors(err error, errs *configErrors) {
-	var de *mapstructure.DecodeError
 	switch e := err.(type) {
 	case nil:
+	case *mapstructure.DecodeError:
+		errs.addf(mapKeys.ReplaceAllString(e.Name(), ".$1"), "%v", e.Unwrap())
 	case interface{ Unwrap() []error }:
 		for _, one := range e.Unwrap() {
 			addDecodeErrors(one, errs)
 		}
+	case interface{ Unwrap() error }: // viper's "decoding failed due to the following error(s)"
+		addDecodeErrors(e.Unwrap(), errs)
 	default:
-		if errors.As(err, &de) {
-			errs.addf(mapKeys.ReplaceAllString(de.Name(), ".$1"), "%v", de.Unwrap())
-			return
-		}
 		errs.add(fmt.Errorf("configuration: %w", err))
 	}
 }
