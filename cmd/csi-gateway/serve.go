@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -77,6 +79,19 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		return err
 	}
 	defer stopTracing()
+	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
+	// The listeners' TLS material, then the backends', is loaded before any backend or ledger
+	// is opened: a certificate that does not parse stops the start before anything is
+	// created on disk (Validate has read every file already).
+	policies, tlsServers, err := listenerPolicies(cfg.Listeners, metrics, log)
+	defer func() {
+		for _, ts := range tlsServers {
+			ts.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	bes, backendClients, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
 	defer func() {
@@ -91,7 +106,6 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	for _, c := range backendClients {
 		reloadables = append(reloadables, c)
 	}
-	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
 	metrics.WatchBackends(bes)
 	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
 	tap := proxy.NewTap()
@@ -143,29 +157,14 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		defer stopAdmin(admin, tap)
 		log.Info("admin listening", "address", cfg.Admin.Listen)
 	}
-	var tlsServers []*tlsconf.Server
-	defer func() {
-		for _, ts := range tlsServers {
-			ts.Close()
-		}
-	}()
 	for i, lc := range cfg.Listeners {
-		key := fmt.Sprintf("listeners[%d]", i)
-		policy, ts, err := listenerPolicy(key, lc, metrics, log)
-		if err != nil {
-			srv.Shutdown(context.Background())
-			return err
-		}
-		if ts != nil {
-			tlsServers = append(tlsServers, ts)
-		}
 		l, err := listen(lc)
 		if err != nil {
 			srv.Shutdown(context.Background())
-			return fmt.Errorf("%s: %w", key, err)
+			return fmt.Errorf("listeners[%d]: %w", i, err)
 		}
-		go func() { errc <- srv.Serve(l, policy) }()
-		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode.String(), "tls", ts != nil)
+		go func() { errc <- srv.Serve(l, policies[i]) }()
+		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode.String(), "tls", lc.TLS != nil)
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
@@ -183,6 +182,24 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		log.Warn("grace period over: calls still running were cancelled")
 	}
 	return serveErr
+}
+
+// listenerPolicies builds what each listener admits, loading the TLS listeners' files; the
+// caller closes the tlsconf.Servers returned, also with an error.
+func listenerPolicies(listeners []ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) ([]proxy.ListenerPolicy, []*tlsconf.Server, error) {
+	policies := make([]proxy.ListenerPolicy, len(listeners))
+	var servers []*tlsconf.Server
+	for i, lc := range listeners {
+		policy, ts, err := listenerPolicy(fmt.Sprintf("listeners[%d]", i), lc, metrics, log)
+		if err != nil {
+			return nil, servers, err
+		}
+		if ts != nil {
+			servers = append(servers, ts)
+		}
+		policies[i] = policy
+	}
+	return policies, servers, nil
 }
 
 // listenerPolicy builds what listener key admits. A TLS listener gets its tlsconf.Server
@@ -235,19 +252,23 @@ func listen(lc ListenerConfig) (net.Listener, error) {
 }
 
 // openBackends builds every configured backend, and the TLS configurations they dial with
-// (for SIGHUP to reload). On error it returns those already open, for the caller to close.
+// (for SIGHUP to reload), all TLS files first, then the backends in name order. On error it returns those already open, for the caller to close.
 func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, []*tlsconf.Client, error) {
 	bes := map[string]backends.Backend{}
 	var clients []*tlsconf.Client
-	for name, b := range cfg.Backends {
-		tc, err := backendTLS(name, b, log)
+	byName := map[string]*tlsconf.Client{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
+		tc, err := backendTLS(name, cfg.Backends[name], log)
 		if err != nil {
 			return bes, clients, err
 		}
 		if tc != nil {
 			clients = append(clients, tc)
+			byName[name] = tc
 		}
-		be, err := openBackend(name, b, tc, cfg.Transport, log.With("backend", name), tp, prop)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
+		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), tp, prop)
 		if err != nil {
 			return bes, clients, err
 		}
