@@ -52,12 +52,16 @@ func underRoot(t *testing.T, yaml string, paths ...string) (string, string) {
 	return r.Replace(yaml), root
 }
 
-func writePlaceholder(t *testing.T, path string) {
+// writePlaceholder creates path, and its directories, holding a line of text.
+func writePlaceholder(t *testing.T, path string) { writeFileAt(t, path, "placeholder\n") }
+
+// writeFileAt creates path, and its directories, holding content.
+func writeFileAt(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("placeholder\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
