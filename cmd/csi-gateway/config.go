@@ -227,6 +227,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("shutdown.grace", "30s")
 	v.SetDefault("redaction.safeContextKeys", []string{})
 	v.SetDefault("validation", string(proxy.ValidationEnforce))
+	v.SetDefault("transport", string(proxy.DefaultTransport))
 	v.SetDefault("timeouts.default", "0s")
 	v.SetDefault("timeouts.max", "0s")
 	v.SetDefault("admin.listen", "")

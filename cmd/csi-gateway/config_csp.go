@@ -61,7 +61,7 @@ func validateCSP(key string, b BackendConfig, errs *configErrors) {
 	if strings.HasPrefix(strings.ToLower(b.URLs[0]), "http://") && !b.CSP.PlaintextHTTP {
 		errs.addf(key+".urls[0]", "http:// would send the CSP's password and token in the clear; use https:// (with tls.ca), or set csp.plaintextHTTP: true for a CSP inside a trusted network")
 	}
-	if b.Auth.BearerTokenFile != "" || b.Auth.UsernameFile == "" || b.Auth.PasswordFile == "" {
+	if b.Auth.BearerTokenFile != "" { // the csp package requires usernameFile and passwordFile
 		errs.addf(key+".auth", "a CSP logs in with a user: set usernameFile and passwordFile (not bearerTokenFile)")
 	}
 	seen := map[string]bool{}
