@@ -5,7 +5,8 @@
 // the capability cache the spec rules gate by, error canonicalization, metrics, readiness,
 // the admin endpoints (/metrics, /healthz, /readyz, /debug/tap), graceful shutdown, the
 // admission of callers in each listener's handshake and the listeners' hard limits
-// (TransportLimits), the same on both transports. Redaction and scrubbing are package
+// (TransportLimits), the same on both transports (on grpc-go's with a call guard around the
+// handler and an h2limit.Conn under each connection). Redaction and scrubbing are package
 // redact's, the CSI spec's rules package csispec's.
 //
 // It owns no storage logic: every call is handed to a backend chosen by the route table, as

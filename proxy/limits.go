@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
@@ -40,6 +42,10 @@ type TransportLimits struct {
 	// KeepaliveMinTime is the shortest interval allowed between a client's PINGs; a client
 	// that pings more often gets GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings").
 	KeepaliveMinTime time.Duration `mapstructure:"keepaliveMinTime"`
+	// MaxStreamResetsPerSecond is how fast a connection's client may reset its streams
+	// (RST_STREAM), beyond a burst of as many at once (h2limit.ResetBudget); a client that
+	// resets faster loses the connection, against the rapid-reset attack (CVE-2023-44487).
+	MaxStreamResetsPerSecond int `mapstructure:"maxStreamResetsPerSecond"`
 }
 
 // DefaultTransportLimits are the limits of a listener whose configuration sets none. CSI
@@ -56,6 +62,9 @@ var DefaultTransportLimits = TransportLimits{
 	FirstMessageTimeout:  10 * time.Second,
 	WriteTimeout:         30 * time.Second,
 	KeepaliveMinTime:     time.Minute,
+	// A sidecar cancels its calls one by one (a deadline, a lost lease): a few a second, and
+	// at worst its whole maxConcurrentStreams at once.
+	MaxStreamResetsPerSecond: 200,
 }
 
 // withDefaults returns l with every zero field set to its default.
@@ -76,6 +85,9 @@ func (l TransportLimits) withDefaults() TransportLimits {
 	set(&l.MaxConcurrentStreams, d.MaxConcurrentStreams)
 	if l.MaxConnections == 0 {
 		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxStreamResetsPerSecond == 0 {
+		l.MaxStreamResetsPerSecond = d.MaxStreamResetsPerSecond
 	}
 	setD(&l.FirstMessageTimeout, d.FirstMessageTimeout)
 	setD(&l.WriteTimeout, d.WriteTimeout)
@@ -101,6 +113,8 @@ func (l TransportLimits) Validate(t Transport) error {
 		return fmt.Errorf("limits.writeTimeout: %v is negative", l.WriteTimeout)
 	case l.KeepaliveMinTime < 0:
 		return fmt.Errorf("limits.keepaliveMinTime: %v is negative", l.KeepaliveMinTime)
+	case l.MaxStreamResetsPerSecond < 0:
+		return fmt.Errorf("limits.maxStreamResetsPerSecond: %d is negative", l.MaxStreamResetsPerSecond)
 	}
 	return nil
 }
@@ -115,15 +129,20 @@ func (l TransportLimits) h2grpcConfig(cfg *h2grpc.ServerConfig) {
 	cfg.FirstMessageTimeout = l.FirstMessageTimeout
 	cfg.HandshakeTimeout = l.FirstMessageTimeout
 	cfg.WriteTimeout = l.WriteTimeout
+	cfg.MaxStreamResetsPerSecond = l.MaxStreamResetsPerSecond
 }
 
-// grpcOptions returns l's limits as grpc-go server options, with handler as the server's
-// unknown-service handler. grpc-go reads frames of 16 KiB at most already; it has no
-// first-message or write timeout of its own, so a callGuard adds them around handler.
-func (l TransportLimits) grpcOptions(handler grpc.StreamHandler) []grpc.ServerOption {
+// grpcOptions returns l's limits as grpc-go server options, with creds as the server's
+// transport credentials and handler as its unknown-service handler. grpc-go reads frames of
+// 16 KiB at most already; it has no first-message or write timeout of its own, so a
+// callGuard adds them around handler; nor a bound on stream resets or on answers a client
+// leaves unread after the handler returned, so watchedCredentials add them under its
+// connections.
+func (l TransportLimits) grpcOptions(creds credentials.TransportCredentials, handler grpc.StreamHandler, log *slog.Logger) []grpc.ServerOption {
 	l = l.withDefaults()
 	g := callGuard{firstMessage: l.FirstMessageTimeout, write: l.WriteTimeout}
 	return []grpc.ServerOption{
+		grpc.Creds(l.watched(creds, log)),
 		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.ConnectionTimeout(l.FirstMessageTimeout),

@@ -132,6 +132,70 @@ func TestWriteTimeout(t *testing.T) {
 	})
 }
 
+// TestWriteTimeoutSmallAnswer: an answer small enough to be queued whole (so no SendMsg waits
+// and the handler returns at once) to a client that opens no window is ended after
+// writeTimeout too: on frames its stream is reset; on grpc, where grpc-go keeps the answer
+// queued until the connection closes, the connection ends (GOAWAY ENHANCE_YOUR_CALM
+// write_timeout, or closed).
+func TestWriteTimeoutSmallAnswer(t *testing.T) {
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		ts, _ := startLimitsHarness(t, transport, TransportLimits{WriteTimeout: 50 * time.Millisecond}, &serverFake{})
+		c, _ := testutil.DialRawH2(t, "unix", ts.sock, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		c.Open(1, "/csi.v1.Identity/Probe")
+		c.SendMessage(1, nil)
+		end := c.Until("the end of stream 1 or of the connection", func(f http2.Frame) bool {
+			switch f := f.(type) {
+			case *http2.RSTStreamFrame:
+				return f.StreamID == 1
+			case *http2.GoAwayFrame:
+				return true
+			}
+			return false
+		})
+		if g, ok := end.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeEnhanceYourCalm || string(g.DebugData()) != "write_timeout" {
+				t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM write_timeout", g.ErrCode, g.DebugData())
+			}
+			c.Closed()
+		}
+	})
+}
+
+// TestStreamResetRate: a client that opens calls and resets each at once (rapid reset) loses
+// its connection on both transports once past maxStreamResetsPerSecond, with GOAWAY
+// ENHANCE_YOUR_CALM too_many_resets; the same number of resets within the budget does not.
+func TestStreamResetRate(t *testing.T) {
+	onEachTransport(t, func(t *testing.T, transport Transport) {
+		ts, _ := startLimitsHarness(t, transport, TransportLimits{MaxStreamResetsPerSecond: 20}, &serverFake{})
+		within, _ := testutil.DialRawH2(t, "unix", ts.sock)
+		for i := uint32(0); i < 20; i++ {
+			within.Open(2*i+1, "/csi.v1.Identity/Probe")
+			if err := within.Framer.WriteRSTStream(2*i+1, http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A whole call after the resets is answered: the connection is still up.
+		within.Open(41, "/csi.v1.Identity/Probe")
+		within.SendMessage(41, nil)
+		if _, ok := within.UntilEnd(41).(*http2.HeadersFrame); !ok {
+			t.Error("a call after 20 resets on a budget of 20 was not answered")
+		}
+
+		c, _ := testutil.DialRawH2(t, "unix", ts.sock)
+		for i := uint32(0); i < 1000; i++ {
+			id := 2*i + 1
+			if c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.RequestBlock("/csi.v1.Identity/Probe"), EndHeaders: true}) != nil ||
+				c.Framer.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				break // the gateway closed the connection
+			}
+		}
+		g := c.Ended("1000 resets at once on a budget of 20")
+		if g != nil && (g.ErrCode != http2.ErrCodeEnhanceYourCalm || string(g.DebugData()) != "too_many_resets") {
+			t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_resets", g.ErrCode, g.DebugData())
+		}
+	})
+}
+
 // TestFrameLimits: the frame-level limits hold on both transports: the settings announced,
 // a DATA header of 16 MiB ends the connection with FRAME_SIZE_ERROR before its payload is
 // read, a header list over maxHeaderListSize is refused, and a ping flood gets GOAWAY
@@ -167,18 +231,8 @@ func TestFrameLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The connection ends (grpc-go closes it without a GOAWAY).
-		for {
-			f, err := c.Framer.ReadFrame()
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("a 16 MiB DATA header: the connection stays open")
-			}
-			if err != nil {
-				break
-			}
-			if ga, ok := f.(*http2.GoAwayFrame); ok && ga.ErrCode != http2.ErrCodeFrameSize {
-				t.Errorf("a 16 MiB DATA header: GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
-			}
+		if ga := c.Ended("a 16 MiB DATA header"); ga != nil && ga.ErrCode != http2.ErrCodeFrameSize {
+			t.Errorf("a 16 MiB DATA header: GOAWAY %v, want FRAME_SIZE_ERROR", ga.ErrCode)
 		}
 
 		c, _ = testutil.DialRawH2(t, "unix", ts.sock)
@@ -210,6 +264,7 @@ func TestTransportLimitsValidate(t *testing.T) {
 		{"negative first message", TransportLimits{FirstMessageTimeout: -time.Second}, TransportFrames, "limits.firstMessageTimeout: -1s is negative"},
 		{"negative write", TransportLimits{WriteTimeout: -time.Second}, TransportFrames, "limits.writeTimeout: -1s is negative"},
 		{"negative keepalive", TransportLimits{KeepaliveMinTime: -time.Second}, TransportFrames, "limits.keepaliveMinTime: -1s is negative"},
+		{"negative reset rate", TransportLimits{MaxStreamResetsPerSecond: -1}, TransportGRPC, "limits.maxStreamResetsPerSecond: -1 is negative"},
 	} {
 		err := tc.limits.Validate(tc.transport)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {

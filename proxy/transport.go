@@ -66,11 +66,10 @@ const streamWorkers = 32
 func (s *Server) newListenerServer(creds credentials.TransportCredentials, handler grpc.StreamHandler) listenerServer {
 	if s.opts.Transport == TransportGRPC {
 		opts := []grpc.ServerOption{
-			grpc.Creds(creds),
 			grpc.NumStreamWorkers(streamWorkers),
 			grpc.ForceServerCodecV2(rawcodec.Codec{}),
 		}
-		opts = append(opts, s.opts.Limits.grpcOptions(handler)...)
+		opts = append(opts, s.opts.Limits.grpcOptions(creds, handler, s.opts.Log)...)
 		for _, h := range s.opts.StatsHandlers {
 			opts = append(opts, grpc.StatsHandler(h))
 		}

@@ -325,6 +325,7 @@ func setLimitDefaults(v *viper.Viper) {
 		"maxFrameSize": d.MaxFrameSize, "maxHeaderListSize": d.MaxHeaderListSize,
 		"maxConcurrentStreams": d.MaxConcurrentStreams, "maxConnections": d.MaxConnections,
 		"firstMessageTimeout": d.FirstMessageTimeout, "writeTimeout": d.WriteTimeout, "keepaliveMinTime": d.KeepaliveMinTime,
+		"maxStreamResetsPerSecond": d.MaxStreamResetsPerSecond,
 	} {
 		v.SetDefault("limits."+key, val)
 	}

@@ -91,13 +91,14 @@ func TestConfigDefaults(t *testing.T) {
 // TestConfigLimits: the limits keys are read from the file and from CSIGW_LIMITS_*, the
 // others keep their defaults.
 func TestConfigLimits(t *testing.T) {
-	c, err := loadFrom(t, "limits: {maxConcurrentStreams: 50, firstMessageTimeout: 2s}", nil,
+	c, err := loadFrom(t, "limits: {maxConcurrentStreams: 50, firstMessageTimeout: 2s, maxStreamResetsPerSecond: 30}", nil,
 		map[string]string{"CSIGW_LIMITS_MAXCONNECTIONS": "16"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := proxy.DefaultTransportLimits
 	want.MaxConcurrentStreams, want.FirstMessageTimeout, want.MaxConnections = 50, 2*time.Second, 16
+	want.MaxStreamResetsPerSecond = 30
 	if c.Limits != want {
 		t.Errorf("limits %+v, want %+v", c.Limits, want)
 	}
@@ -237,6 +238,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"frame size grpc-go cannot read", "transport: grpc\nlimits: {maxFrameSize: 65536}", nil, "limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most"},
 		{"tiny header list", "limits: {maxHeaderListSize: 512}", nil, "limits.maxHeaderListSize: 512 is below 4096"},
 		{"negative connections", "limits: {maxConnections: -1}", nil, "limits.maxConnections: -1 is negative"},
+		{"negative reset rate", "limits: {maxStreamResetsPerSecond: -5}", nil, "limits.maxStreamResetsPerSecond: -5 is negative"},
 		{"negative write timeout from env", "", map[string]string{"CSIGW_LIMITS_WRITETIMEOUT": "-1s"}, "limits.writeTimeout: -1s is negative"},
 		{"unknown limit", "limits: {maxStreams: 5}", nil, "limits.maxStreams: unknown key"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},

@@ -174,6 +174,36 @@ func TestKeepaliveEnforcement(t *testing.T) {
 	c.Closed()
 }
 
+// TestStreamResetBudget: resets within MaxStreamResetsPerSecond leave the connection serving;
+// the first one past it gets GOAWAY(ENHANCE_YOUR_CALM, "too_many_resets") and the connection
+// ends, against the rapid-reset attack.
+func TestStreamResetBudget(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{Handler: echoHandler, MaxStreamResetsPerSecond: 10})
+	c, _ := dialRaw(t, addr)
+	for i := uint32(0); i < 10; i++ {
+		c.Open(2*i+1, mUnary)
+		if err := c.Framer.WriteRSTStream(2*i+1, http2.ErrCodeCancel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Open(21, mUnary) // served: ten resets at once are within the budget
+	c.SendMessage(21, []byte("hi"))
+	c.Until("the echo", func(f http2.Frame) bool { d, ok := f.(*http2.DataFrame); return ok && d.StreamID == 21 })
+	// Forty more at once: the budget holds ten at most, however long the echo took.
+	for i := uint32(0); i < 40; i++ {
+		id := 23 + 2*i
+		if c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.RequestBlock(mUnary), EndHeaders: true}) != nil ||
+			c.Framer.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+			break // the server closed the connection
+		}
+	}
+	ga := c.UntilGoAway()
+	if ga.ErrCode != http2.ErrCodeEnhanceYourCalm || string(ga.DebugData()) != "too_many_resets" {
+		t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_resets", ga.ErrCode, ga.DebugData())
+	}
+	c.Closed()
+}
+
 // TestFirstMessageTimeout: a call whose client sends headers and never a message is reset
 // after FirstMessageTimeout, and its handler, waiting in RecvMsg, returns DeadlineExceeded.
 // A call whose message comes in time is served. Without the bound the handler would wait

@@ -21,6 +21,9 @@ const (
 	defaultMaxStreams     = 1000
 	// defaultKeepaliveMinTime is grpc-go's keepalive.EnforcementPolicy.MinTime default.
 	defaultKeepaliveMinTime = 5 * time.Minute
+	// defaultMaxStreamResetsPerSecond is the reset budget of a connection whose server
+	// configuration sets none.
+	defaultMaxStreamResetsPerSecond = 200
 	// defaultHandshakeTimeout is grpc-go's connection timeout.
 	defaultHandshakeTimeout = 120 * time.Second
 	// drainReadTimeout bounds how long a drained connection waits for the client to close
@@ -82,6 +85,11 @@ type ServerConfig struct {
 	// CANCEL) and SendMsg fails with DeadlineExceeded, so a client that does not read
 	// cannot hold a handler. 0: no bound but the call's deadline.
 	WriteTimeout time.Duration
+	// MaxStreamResetsPerSecond is each connection's h2limit.ResetBudget: a client that resets
+	// streams (RST_STREAM) faster, beyond a burst of as many, loses the connection
+	// (GOAWAY(ENHANCE_YOUR_CALM, "too_many_resets")), against the rapid-reset attack. 0 means
+	// 200.
+	MaxStreamResetsPerSecond int
 	// HandshakeTimeout bounds the transport handshake of an accepted connection (TLS, peer
 	// credentials), and then the client's HTTP/2 preface, like grpc.ConnectionTimeout. 0 means
 	// 120 seconds, grpc-go's default.
@@ -124,6 +132,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if cfg.MaxStreamResetsPerSecond <= 0 {
+		cfg.MaxStreamResetsPerSecond = defaultMaxStreamResetsPerSecond
 	}
 	if cfg.KeepaliveMinTime <= 0 {
 		cfg.KeepaliveMinTime = defaultKeepaliveMinTime

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/csi-gateway/csi-gateway/internal/h2limit"
 )
 
 // serverConn is one accepted connection. Its reader goroutine (serve) reads every frame,
@@ -35,8 +37,9 @@ type serverConn struct {
 	// client that opens and resets streams at once (CVE-2023-44487, "rapid reset") must not
 	// get more running than MaxConcurrentStreams.
 	handlers atomic.Int32
-	draining atomic.Bool // GOAWAY sent
-	drained  atomic.Bool // draining and the last stream ended
+	resets   h2limit.ResetBudget // the client's RST_STREAMs; reader goroutine only
+	draining atomic.Bool         // GOAWAY sent
+	drained  atomic.Bool         // draining and the last stream ended
 
 	// Keepalive enforcement (ServerConfig.KeepaliveMinTime); reader goroutine only.
 	lastPing    time.Time
@@ -107,8 +110,12 @@ const maxPingStrikes = 2
 // errTooManyPings ends a connection whose client pings more often than KeepaliveMinTime.
 var errTooManyPings = errors.New("too_many_pings")
 
+// errTooManyResets ends a connection whose client resets streams faster than
+// MaxStreamResetsPerSecond.
+var errTooManyResets = errors.New(h2limit.ReasonTooManyResets)
+
 func newServerConn(s *Server, nc net.Conn, auth credentials.AuthInfo) *serverConn {
-	sc := &serverConn{srv: s}
+	sc := &serverConn{srv: s, resets: h2limit.NewResetBudget(s.cfg.MaxStreamResetsPerSecond)}
 	sc.init(nc, s.cfg.MaxFrameSize, s.cfg.MaxHeaderListSize)
 	sc.peer = &peer.Peer{Addr: nc.RemoteAddr(), LocalAddr: nc.LocalAddr(), AuthInfo: auth}
 	ctx := peer.NewContext(context.Background(), sc.peer)
@@ -171,8 +178,8 @@ func (sc *serverConn) serve() {
 			sc.connError(http2.ErrCode(ce), "")
 		case errors.Is(err, http2.ErrFrameTooLarge):
 			sc.connError(http2.ErrCodeFrameSize, "")
-		case err == errTooManyPings:
-			sc.connError(http2.ErrCodeEnhanceYourCalm, "too_many_pings")
+		case err == errTooManyPings, err == errTooManyResets:
+			sc.connError(http2.ErrCodeEnhanceYourCalm, err.Error())
 		}
 		return
 	}
@@ -187,6 +194,9 @@ func (sc *serverConn) handle(f http2.Frame) error {
 	case *http2.RSTStreamFrame:
 		if f.StreamID > sc.maxID.Load() {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // RST_STREAM on an idle stream
+		}
+		if !sc.resets.Spend(time.Now()) {
+			return errTooManyResets
 		}
 		if st := sc.lookup(f.StreamID); st != nil {
 			st.(*ServerStream).reset(status.FromContextError(context.Canceled).Err())

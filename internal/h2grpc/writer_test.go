@@ -198,21 +198,37 @@ func TestFlushThenDespiteWaiter(t *testing.T) {
 	}
 }
 
-// TestFlushSoon: a "soon" write is flushed by the timer; a "now" write in between takes it.
+// TestFlushSoon: a "soon" write is left buffered for the timer, which flushes it; a "now"
+// write in between takes it. The timer's function is held until the test has looked, so
+// nothing depends on how fast the machine is.
 func TestFlushSoon(t *testing.T) {
 	c := newTestConn(t)
 	rc := c.nc.(*recConn)
+	fired, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.w.timer = time.AfterFunc(time.Hour, func() {
+		once.Do(func() { close(fired) })
+		<-release
+		c.w.timerFlush()
+	})
+	c.w.timer.Stop()
 	c.writeWindowUpdate(1, 100, false)
-	if w := rc.take(); len(w) != 0 {
-		t.Fatal("flushed at once")
+	select {
+	case <-fired:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the flush timer was not armed by a soon write")
 	}
+	if w := rc.take(); len(w) != 0 {
+		t.Fatal("a soon write was flushed before the timer")
+	}
+	close(release)
 	var w [][]byte
-	for end := time.Now().Add(2 * time.Second); len(w) == 0 && time.Now().Before(end); {
-		time.Sleep(flushDelay)
+	for end := time.Now().Add(20 * time.Second); len(w) == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
 		w = rc.take()
 	}
 	if len(w) != 1 {
-		t.Fatalf("%d writes after the delay", len(w))
+		t.Fatalf("%d writes after the timer, want 1", len(w))
 	}
 	c.writeWindowUpdate(1, 100, false)
 	c.writeWindowUpdate(1, 200, true)

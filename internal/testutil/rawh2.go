@@ -140,6 +140,27 @@ func (c *RawH2) UntilEnd(id uint32) http2.Frame {
 	})
 }
 
+// Ended reads frames until the server closes the connection, and returns the GOAWAY it sent
+// before, or nil (none, or one lost to the reset of data the server had not read); it fails
+// the test when the connection stays open.
+func (c *RawH2) Ended(what string) *http2.GoAwayFrame {
+	c.T.Helper()
+	var ga *http2.GoAwayFrame
+	for {
+		f, err := c.Framer.ReadFrame()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.T.Fatalf("%s: the connection stays open", what)
+		}
+		if err != nil {
+			return ga
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			ga = g
+		}
+	}
+}
+
 // Closed checks that the server closes the connection (after whatever it still sends).
 func (c *RawH2) Closed() {
 	c.T.Helper()

@@ -207,11 +207,16 @@ func (rc *rawConn) read() {
 				rc.ans.ended[f.StreamID] = s
 			}
 		}
+		reply := len(rc.replies) > 0
 		rc.mu.Unlock()
 		rc.changed.Broadcast()
 		// The reader never waits for the write lock: a case's write can be blocked on a
 		// gateway that has stopped reading until it can write, which waits for this reader.
-		if rc.wmu.TryLock() {
+		// Nor does it flush unless it has an ACK to send: the flush writes the case's
+		// buffered frames too, and would block this reader on a gateway that waits for it
+		// to read (a stream flood: the gateway writing its REFUSED_STREAMs, the reader
+		// writing the next HEADERS), until both sides' write deadlines.
+		if reply && rc.wmu.TryLock() {
 			if rc.writeReplies() == nil {
 				rc.w.Flush()
 			}
