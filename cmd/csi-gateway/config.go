@@ -184,8 +184,32 @@ type RetryConfig struct {
 
 // LoggingConfig sets the log's level and format.
 type LoggingConfig struct {
-	Level  string `mapstructure:"level"`  // debug | info | warn | error
-	Format string `mapstructure:"format"` // json | text
+	Level  logLevel  `mapstructure:"level"`  // debug | info | warn | error
+	Format logFormat `mapstructure:"format"` // json | text
+}
+
+// logLevel is logging.level: debug, info, warn or error.
+type logLevel slog.Level
+
+// UnmarshalText parses a level (parseLevel).
+func (l *logLevel) UnmarshalText(text []byte) error {
+	v, err := parseLevel(string(text))
+	if err == nil {
+		*l = logLevel(v)
+	}
+	return err
+}
+
+// logFormat is logging.format: json or text.
+type logFormat string
+
+// UnmarshalText accepts json and text.
+func (f *logFormat) UnmarshalText(text []byte) error {
+	if s := string(text); s != "json" && s != "text" {
+		return fmt.Errorf("%q is not json or text", s)
+	}
+	*f = logFormat(text)
+	return nil
 }
 
 // RedactionConfig lists what may be logged in clear.
@@ -269,10 +293,14 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 		return Config{}, errs.err()
 	}
 	if s, _ := flags.GetString("log-level"); s != "" {
-		c.Logging.Level = s
+		if err := c.Logging.Level.UnmarshalText([]byte(s)); err != nil {
+			errs.addf("--log-level", "%v", err)
+		}
 	}
 	if s, _ := flags.GetString("log-format"); s != "" {
-		c.Logging.Format = s
+		if err := c.Logging.Format.UnmarshalText([]byte(s)); err != nil {
+			errs.addf("--log-format", "%v", err)
+		}
 	}
 	if s, _ := flags.GetString("admin"); s != "" {
 		c.Admin.Listen = s

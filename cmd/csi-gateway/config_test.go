@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -80,7 +81,7 @@ func TestConfigDefaults(t *testing.T) {
 	if len(c.Routes) != 1 || c.Routes[0].Backend != defaultBackendName {
 		t.Errorf("routes: %+v", c.Routes)
 	}
-	if c.Logging.Level != "info" || c.Logging.Format != "json" || c.Shutdown.Grace != 30*time.Second {
+	if c.Logging.Level != logLevel(slog.LevelInfo) || c.Logging.Format != "json" || c.Shutdown.Grace != 30*time.Second {
 		t.Errorf("logging %+v, shutdown %+v", c.Logging, c.Shutdown)
 	}
 	if c.Limits != proxy.DefaultTransportLimits {
@@ -127,24 +128,24 @@ logging: {level: warn}
 	if b := c.Backends["array1"]; b.Retry.MaxAttempts != 3 || b.Retry.MinBackoff != 10*time.Millisecond {
 		t.Errorf("backend from the file: %+v", b)
 	}
-	if c.Logging.Level != "warn" {
-		t.Errorf("logging.level = %q, want warn from the file", c.Logging.Level)
+	if c.Logging.Level != logLevel(slog.LevelWarn) {
+		t.Errorf("logging.level = %v, want warn from the file", c.Logging.Level)
 	}
 	// CSIGW_* beats the file; CSI_ENDPOINT sets the first listener; flags beat both.
 	c, err = loadFrom(t, yaml, nil, map[string]string{"CSIGW_LOGGING_LEVEL": "debug", "CSI_ENDPOINT": "unix:///tmp/from-env.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Logging.Level != "debug" || c.Listeners[0].Endpoint != "unix:///tmp/from-env.sock" {
-		t.Errorf("environment: level %q endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
+	if c.Logging.Level != logLevel(slog.LevelDebug) || c.Listeners[0].Endpoint != "unix:///tmp/from-env.sock" {
+		t.Errorf("environment: level %v endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
 	}
 	c, err = loadFrom(t, yaml, []string{"--log-level", "error", "--endpoint", "unix:///tmp/from-flag.sock"},
 		map[string]string{"CSIGW_LOGGING_LEVEL": "debug", "CSI_ENDPOINT": "unix:///tmp/from-env.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Logging.Level != "error" || c.Listeners[0].Endpoint != "unix:///tmp/from-flag.sock" {
-		t.Errorf("flags: level %q endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
+	if c.Logging.Level != logLevel(slog.LevelError) || c.Listeners[0].Endpoint != "unix:///tmp/from-flag.sock" {
+		t.Errorf("flags: level %v endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
 	}
 }
 

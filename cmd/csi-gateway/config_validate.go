@@ -35,12 +35,6 @@ func (c *Config) check(errs *configErrors) {
 		errs.addf("routes", "empty; route methods to backends, e.g. {methods: [\"*\"], backend: NAME}")
 	}
 	errs.add(proxy.CheckRoutes(c.Routes, func(name string) bool { _, ok := c.Backends[name]; return ok }))
-	if _, err := parseLevel(c.Logging.Level); err != nil {
-		errs.addf("logging.level", "%v", err)
-	}
-	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
-		errs.addf("logging.format", "%q is not json or text", c.Logging.Format)
-	}
 	if c.Shutdown.Grace < 0 {
 		errs.addf("shutdown.grace", "must not be negative")
 	}

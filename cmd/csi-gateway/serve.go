@@ -69,10 +69,7 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 // serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace; gc is what
 // tuneGC applied, logged first.
 func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error {
-	log, err := configLogger(cfg.Logging, stderr)
-	if err != nil {
-		return err
-	}
+	log := newLogger(stderr, slog.Level(cfg.Logging.Level), string(cfg.Logging.Format))
 	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", gc.LogAttrs()...)
 	tp, prop, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
@@ -352,14 +349,6 @@ func closeBackends(bes map[string]backends.Backend, log *slog.Logger) {
 			log.Warn("closing a backend failed", "backend", name, "error", err)
 		}
 	}
-}
-
-func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
-	level, err := parseLevel(c.Level)
-	if err != nil {
-		return nil, fmt.Errorf("logging.level: %w", err)
-	}
-	return newLogger(w, level, c.Format), nil
 }
 
 // tlsReloader is a TLS configuration SIGHUP reloads: a listener's tlsconf.Server or a
