@@ -133,6 +133,9 @@ func (b BackendConfig) check(key, name string, errs *configErrors) {
 		if b.TLS != nil {
 			errs.addf(key+".tls", "only for grpc and rest backends")
 		}
+		if err := b.embeddedConfig().Validate(); err != nil {
+			errs.addf(key, "%v", err)
+		}
 	case "":
 		errs.addf(key+".type", "required: grpc, rest or embedded")
 	default:

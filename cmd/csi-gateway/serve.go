@@ -300,10 +300,7 @@ func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Clien
 func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
-		be, err := embedded.OpenBackend(name, embedded.Config{
-			DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
-			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
-		}, log)
+		be, err := embedded.OpenBackend(name, b.embeddedConfig(), log)
 		if err != nil {
 			return nil, fmt.Errorf("backends.%s: %w", name, err)
 		}
@@ -331,6 +328,14 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		return rest.New(name, cfg, opts...)
 	}
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
+}
+
+// embeddedConfig is the embedded package's configuration of an embedded backend.
+func (b BackendConfig) embeddedConfig() embedded.Config {
+	return embedded.Config{
+		DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
+		KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
+	}
 }
 
 // restConfig is the rest package's configuration of a rest backend (protocol connect).
