@@ -60,8 +60,8 @@ func TestBrokenConfigs(t *testing.T) {
 			[]string{"timeouts.default: 2m0s is longer than timeouts.max", "limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most"}},
 		{"values of the wrong form", "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\nvalidation: strict\ntransport: quic\nshutdown: {grace: soon}\nlisteners: [{endpoint: 'unix://ROOT/a.sock', socketMode: 0660}]",
 			[]string{"listeners[0].socketMode: ", "shutdown.grace: ", `transport: "quic" is not frames or grpc`, `validation: unknown validation mode "strict"`}},
-		{"tracing and shutdown and methods", "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\nshutdown: {grace: -1s}\ntracing: {exporter: jaeger, sampleRatio: 2}\nlisteners: [{endpoint: 'unix://ROOT/a.sock', methods: ['Controller/*']}]",
-			[]string{"listeners[0].methods: ", "shutdown.grace: must not be negative", `tracing.exporter: "jaeger"`, "tracing.sampleRatio: 2 is not between 0 and 1"}},
+		{"tracing and shutdown and admin and methods", "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\nshutdown: {grace: -1s}\nadmin: {listen: '9808'}\ntracing: {exporter: jaeger, sampleRatio: 2}\nlisteners: [{endpoint: 'unix://ROOT/a.sock', methods: ['Controller/*']}]",
+			[]string{"listeners[0].methods: ", "shutdown.grace: must not be negative", `admin.listen: "9808" is not host:port`, `tracing.exporter: "jaeger"`, "tracing.sampleRatio: 2 is not between 0 and 1"}},
 		{"logging", unixListener + "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\nlogging: {level: loud, format: xml}",
 			[]string{`logging.format: "xml" is not json or text`, `logging.level: "loud" is not debug, info, warn or error`}},
 	} {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"slices"
 
@@ -37,6 +38,11 @@ func (c *Config) check(errs *configErrors) {
 	errs.add(proxy.CheckRoutes(c.Routes, func(name string) bool { _, ok := c.Backends[name]; return ok }))
 	if c.Shutdown.Grace < 0 {
 		errs.addf("shutdown.grace", "must not be negative")
+	}
+	if c.Admin.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Admin.Listen); err != nil || port == "" {
+			errs.addf("admin.listen", "%q is not host:port, e.g. 127.0.0.1:9808", c.Admin.Listen)
+		}
 	}
 	errs.add(tracing.CheckExporter(c.Tracing.Exporter))
 	if c.Tracing.SampleRatio > 1 {
