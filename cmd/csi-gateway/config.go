@@ -22,7 +22,10 @@ import (
 // Config is the whole configuration of `csi-gateway serve`, read once at start: defaults,
 // then the YAML file (--config), then CSIGW_* environment variables, then flags. Keys are
 // those of the YAML file (see docs/configuration.md); viper folds them to lower case, so
-// backend names are lower case too.
+// backend names are lower case too. A value with a form of its own has a type that parses it
+// as it is decoded (UnmarshalText: modes, transports, TLS versions, log levels; durations),
+// so nothing parses a configuration string twice. loadConfig refuses unknown keys
+// (checkKeys) and runs Validate, which reports every problem before anything is opened.
 type Config struct {
 	Listeners []ListenerConfig         `mapstructure:"listeners"`
 	Backends  map[string]BackendConfig `mapstructure:"backends"`
