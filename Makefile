@@ -7,6 +7,8 @@ BIN       := bin/csi-gateway
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 RUN_DIR   := $(CURDIR)/.run
+# Tools the Makefile builds from tools/ (its own module, pinned in tools/go.mod) or installs.
+TOOLS     := $(CURDIR)/.tools
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
 TEST_FLAGS ?=
 # h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
@@ -28,7 +30,7 @@ FUZZTIME_SHORT ?= 2000x
 # How long minimizing a new interesting input may take: a count too.
 FUZZMINIMIZE   ?= 200x
 
-.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean
+.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean release release-binaries image licenses licenses-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -104,7 +106,7 @@ bench-micro: ## run every package's go test benchmarks
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(CURDIR)/.tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-lint: $(STATICCHECK) ## gofmt check, go vet and staticcheck (pinned, installed into .tools)
+lint: $(STATICCHECK) licenses-check ## gofmt check, go vet, staticcheck (pinned, installed into .tools), THIRD_PARTY_NOTICES current
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
@@ -112,11 +114,69 @@ lint: $(STATICCHECK) ## gofmt check, go vet and staticcheck (pinned, installed i
 $(STATICCHECK):
 	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# THIRD_PARTY_NOTICES: every module linked into the binary (on RELEASE_PLATFORMS), its licence
+# (only licences compatible with Apache-2.0 pass) and text. `make licenses` rewrites it after a
+# go.mod change; `make licenses-check` (in lint) fails while it is stale.
+NOTICES_FLAGS = -platforms $(subst $(eval) ,$(comma),$(RELEASE_PLATFORMS))
+comma := ,
+licenses: $(TOOLS)/notices ## regenerate THIRD_PARTY_NOTICES (after a go.mod change)
+	$(TOOLS)/notices $(NOTICES_FLAGS)
+
+licenses-check: $(TOOLS)/notices
+	@$(TOOLS)/notices -check $(NOTICES_FLAGS)
+
+$(TOOLS)/notices: tools/go.mod tools/go.sum $(wildcard tools/notices/*.go)
+	cd tools && $(GO) build -o $@ ./notices
+
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
 clean: ## remove build output and .run
-	rm -rf bin $(RUN_DIR)
+	rm -rf bin dist $(RUN_DIR)
+
+# A release: static binaries for every platform of RELEASE_PLATFORMS, a CycloneDX SBOM of each,
+# the multi-platform container image as an OCI layout tar (no container engine, no registry:
+# tools/ocimage) and SHA256SUMS of them all, in dist/. The image's labels name the commit,
+# and its time stamps are the commit's (SOURCE_DATE_EPOCH), so a release is reproducible.
+DIST              := dist
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+IMAGE_REPO        ?= ghcr.io/csi-gateway/csi-gateway
+IMAGE_SOURCE      := https://github.com/csi-gateway/csi-gateway
+REVISION          := $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# Copied into the image for TLS to appliances whose CA is not pinned; none if absent.
+CA_BUNDLE         ?= /etc/ssl/certs/ca-certificates.crt
+
+release: $(TOOLS)/cyclonedx-gomod ## dist/: linux/amd64 and linux/arm64 binaries, their SBOMs, the container image, SHA256SUMS
+	@rm -rf $(DIST)
+	@$(MAKE) --no-print-directory image
+	@# From each binary's build information: exactly the modules linked in. GOPROXY=off: the
+	@# licences are read from the module cache, and the main module is not looked up anywhere.
+	@for p in $(RELEASE_PLATFORMS); do f=$(DIST)/csi-gateway-$${p%/*}-$${p#*/}; \
+	  GOPROXY=off $(TOOLS)/cyclonedx-gomod bin -json -licenses -std -noserial -version $(VERSION) -output $$f.cdx.json $$f 2>&1 \
+	    | grep -v 'csi-gateway/csi-gateway@\|std@'; [ -s $$f.cdx.json ] || exit 1; \
+	  echo "sbom $$f.cdx.json: $$(grep -c '"type": "library"' $$f.cdx.json) components"; \
+	done
+	@cd $(DIST) && sha256sum * >SHA256SUMS
+	@echo "$(DIST)/ ($(VERSION)):"; ls -l $(DIST) | tail -n +2
+
+release-binaries:
+	@mkdir -p $(DIST)
+	@for p in $(RELEASE_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; echo "build $(DIST)/csi-gateway-$$os-$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(DIST)/csi-gateway-$$os-$$arch ./cmd/csi-gateway || exit 1; \
+	done
+
+image: release-binaries $(TOOLS)/ocimage ## dist/csi-gateway-image.tar: the multi-platform image (OCI layout), non-root, from scratch
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(TOOLS)/ocimage -out $(DIST)/csi-gateway-image.tar -name $(IMAGE_REPO):$(VERSION) \
+	  -version $(VERSION) -revision $(REVISION) -source $(IMAGE_SOURCE) -ca-bundle '$(wildcard $(CA_BUNDLE))' \
+	  $(foreach p,$(RELEASE_PLATFORMS),$(p)=$(DIST)/csi-gateway-$(subst /,-,$(p)))
+
+$(TOOLS)/ocimage: tools/go.mod tools/go.sum $(wildcard tools/ocimage/*.go)
+	cd tools && $(GO) build -o $@ ./ocimage
+
+# Pinned by the tool directive of tools/go.mod.
+$(TOOLS)/cyclonedx-gomod: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $@ github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 # deploy/ and the end-to-end run against real orchestrators (test/orchestrators, its own
 # module). The orchestrators (etcd, kube-apiserver, kube-controller-manager, csi-provisioner,
@@ -129,23 +189,45 @@ HELM_CHART  := deploy/helm/csi-gateway
 
 .PHONY: e2e deploy-lint
 
+# deploy-lint's schemas: the OpenAPI document of Kubernetes 1.31 from the Go module cache, and
+# the CRDs of cert-manager and the Prometheus Operator (build-components.sh copies them from
+# their modules), so Certificates and PodMonitors are validated as strictly as the rest.
+K8S_OPENAPI_MODULE   := k8s.io/kubernetes@v1.31.4
+# moddir MODULE@VERSION: the module's directory in the module cache (downloaded on first use).
+moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
+
 # The test builds its own csi-gateway binary from this tree (bin/ is left alone).
-e2e: ## Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
+e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
 	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
 	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
 
-deploy-lint: ## helm lint + template of every deployment, kustomize build of every overlay
-	@$(E2E_COMPONENTS) helm
-	@helm=$$($(E2E_COMPONENTS) --path helm); \
+$(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)
+	cd tools && $(GO) build -o $@ ./deploylint
+
+deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustomize overlay validated strictly against the Kubernetes 1.31 schemas
+	@$(E2E_COMPONENTS) helm cert-manager-crds prometheus-operator-crds
+	@cd tools && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@helm=$$($(E2E_COMPONENTS) --path helm); d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; args=(); \
 	for v in "" $(HELM_CHART)/ci/*.yaml; do \
-	  echo "helm lint --strict, helm template: $${v:-default values}"; \
+	  name="helm template $${v:+-f ci/$${v##*/}}"; name=$${name% }; [ -n "$$v" ] || name="helm template (default values)"; \
+	  echo "helm lint --strict, $$name"; \
 	  out=$$($$helm lint --strict $(HELM_CHART) $${v:+-f $$v} 2>&1) || { echo "$$out"; exit 1; }; \
-	  $$helm template csi-gateway $(HELM_CHART) $${v:+-f $$v} >/dev/null || exit 1; \
-	done
-	@command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
-	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort); do \
-	  echo "kustomize build: $$k"; kubectl kustomize $$k >/dev/null || exit 1; \
-	done
+	  f=$$d/$${#args[@]}.yaml; $$helm template csi-gateway $(HELM_CHART) --namespace csi-gateway $${v:+-f $$v} >$$f || exit 1; \
+	  args+=("$$name=$$f"); \
+	done; \
+	echo "helm lint --strict with a misspelled value (controler.replicas) must fail"; \
+	if $$helm lint --strict $(HELM_CHART) --set controler.replicas=2 >/dev/null 2>&1; then \
+	  echo "deploy-lint: values.schema.json admitted a misspelled key"; exit 1; fi; \
+	command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
+	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $$(realpath --relative-to=$$d/with-mounts deploy/kubernetes/bridge deploy/kubernetes/components/node-mounts) >$$d/with-mounts/kustomization.yaml; \
+	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort) $$d/with-mounts; do \
+	  name="kustomize $$k"; [ "$$k" != $$d/with-mounts ] || name="kustomize deploy/kubernetes/bridge + components/node-mounts"; \
+	  f=$$d/$${#args[@]}.yaml; kubectl kustomize $$k >$$f || exit 1; args+=("$$name=$$f"); \
+	done; \
+	crds=$$(ls $$($(E2E_COMPONENTS) --path cert-manager-crds)/*.yaml $$($(E2E_COMPONENTS) --path prometheus-operator-crds)/*.yaml | paste -sd,); \
+	start=$$(date +%s); \
+	$(TOOLS)/deploylint -openapi $(call moddir,$(K8S_OPENAPI_MODULE))/api/openapi-spec/swagger.json -crds $$crds "$${args[@]}" || exit 1; \
+	echo "deploy-lint: $${#args[@]} renderings validated strictly in $$(( $$(date +%s) - start ))s"
 	@if command -v systemd-analyze >/dev/null; then \
 	  echo "systemd-analyze verify: deploy/systemd/csi-gateway.service"; \
 	  d=$$(mktemp -d); sed 's#^ExecStart=/usr/local/bin/csi-gateway#ExecStart=/bin/true#' deploy/systemd/csi-gateway.service >$$d/csi-gateway.service; \

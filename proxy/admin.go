@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -20,6 +21,11 @@ type AdminOptions struct {
 	Readiness *Readiness
 	// Tap serves GET /debug/tap (and paths below it): the live, redacted call tap.
 	Tap http.Handler
+	// RemoteTap serves the tap to any peer. Off, only a loopback peer is served it (an
+	// operator on the host, `kubectl port-forward` or `kubectl exec`) and any other gets 403:
+	// the listener is often on a pod or host address for probes and metrics, and the tap
+	// shows every call.
+	RemoteTap bool
 }
 
 // NewAdminHandler returns the handler of the admin listener:
@@ -28,7 +34,7 @@ type AdminOptions struct {
 //	GET /healthz     200 "ok" while the process serves HTTP at all; it checks no backend, so
 //	                 a liveness probe does not restart the gateway for a backend outage
 //	GET /readyz      200 "ready", or 503 and why not (listeners down, a backend not ready)
-//	GET /debug/tap   o.Tap
+//	GET /debug/tap   o.Tap; to loopback peers only unless o.RemoteTap
 //
 // Any other path is 404; another method on a known path is 405. Nothing served here carries a
 // secret: metrics have no payload labels, readiness reasons are backend error messages
@@ -62,9 +68,27 @@ func (o AdminOptions) route(path string) http.Handler {
 		}
 		return readyzHandler(o.Readiness)
 	case path == "/debug/tap" || strings.HasPrefix(path, "/debug/tap/"):
-		return nilIfUnset(o.Tap)
+		tap := nilIfUnset(o.Tap)
+		if tap == nil || o.RemoteTap {
+			return tap
+		}
+		return loopbackOnly(tap)
 	}
 	return nil
+}
+
+// loopbackOnly serves h to peers on a loopback address; any other gets 403 saying how to
+// reach it.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			writeText(w, http.StatusForbidden, "403 forbidden: the tap is served to loopback peers only; "+
+				"connect from the gateway's host (or kubectl port-forward), or set admin.remoteTap: true\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // nilIfUnset turns a nil handler (including a typed nil func) into a plain nil.

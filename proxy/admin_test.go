@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -84,6 +85,53 @@ func TestAdminHandler(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdminTapLoopbackOnly: without RemoteTap the tap is served to a loopback peer (a real
+// connection over 127.0.0.1, and ::1 where the host has it) and refused with 403 to any other
+// peer address, while the other endpoints answer every peer; with RemoteTap every peer is
+// served the tap.
+func TestAdminTapLoopbackOnly(t *testing.T) {
+	opts := AdminOptions{Metrics: textHandler("metrics"), Tap: textHandler("tap")}
+	srv := httptest.NewServer(NewAdminHandler(opts))
+	defer srv.Close()
+	if code, body, _ := adminDo(t, srv, "GET", "/debug/tap"); code != 200 || body != "tap /debug/tap" {
+		t.Errorf("over 127.0.0.1: %d %q, want the tap", code, body)
+	}
+	if l, err := net.Listen("tcp6", "[::1]:0"); err == nil {
+		srv6 := &httptest.Server{Listener: l, Config: &http.Server{Handler: NewAdminHandler(opts)}}
+		srv6.Start()
+		if code, body, _ := adminDo(t, srv6, "GET", "/debug/tap"); code != 200 || body != "tap /debug/tap" {
+			t.Errorf("over ::1: %d %q, want the tap", code, body)
+		}
+		srv6.Close()
+	}
+	for _, remote := range []string{"192.0.2.10:40000", "[2001:db8::1]:40000", "[::ffff:192.0.2.10]:1", "10.0.0.1", ""} {
+		for _, c := range []struct {
+			remoteTap  bool
+			path, want string
+		}{
+			{false, "/debug/tap", "403"},
+			{false, "/debug/tap/stream", "403"},
+			{false, "/metrics", "metrics /metrics"},
+			{true, "/debug/tap", "tap /debug/tap"},
+		} {
+			o := opts
+			o.RemoteTap = c.remoteTap
+			req := httptest.NewRequest("GET", c.path, nil)
+			req.RemoteAddr = remote
+			rec := httptest.NewRecorder()
+			NewAdminHandler(o).ServeHTTP(rec, req)
+			body := rec.Body.String()
+			if c.want == "403" {
+				if rec.Code != 403 || !strings.Contains(body, "admin.remoteTap") {
+					t.Errorf("peer %q, remoteTap %v, GET %s: %d %q, want 403 naming admin.remoteTap", remote, c.remoteTap, c.path, rec.Code, body)
+				}
+			} else if rec.Code != 200 || body != c.want {
+				t.Errorf("peer %q, remoteTap %v, GET %s: %d %q, want %q", remote, c.remoteTap, c.path, rec.Code, body, c.want)
+			}
+		}
 	}
 }
 

@@ -55,6 +55,7 @@ type Metrics struct {
 	inFlight        prometheus.Gauge         // csigw_calls_in_flight
 	certExpiry      *prometheus.GaugeVec     // csigw_tls_certificate_expiry_timestamp_seconds
 	backendReady    *prometheus.GaugeVec     // csigw_backend_ready
+	locks           *lockMetrics             // set by WatchTenancy
 }
 
 // NewMetrics registers the gateway's metrics, and the Go runtime and process collectors, with

@@ -24,10 +24,13 @@ var (
 		"A tenant's maxBytes quota; absent when unlimited.", []string{"tenant"}, nil)
 )
 
-// WatchTenancy adds the tenants' usage and quotas in ledger to the metrics.
+// WatchTenancy adds the tenants' usage and quotas in ledger to the metrics, and the
+// operation locks the ledger's store takes across replicas (metrics_locks.go). Call it before
+// the server serves.
 func (m *Metrics) WatchTenancy(ledger *tenancy.Ledger) {
 	if m != nil && ledger != nil {
 		m.registry.MustRegister(tenancyCollector{ledger: ledger})
+		m.locks = newLockMetrics(m.registry)
 	}
 }
 

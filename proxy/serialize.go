@@ -32,8 +32,9 @@ import (
 // Objects are keyed by the names and IDs the caller sent, per tenant: a tenant's calls are
 // serialized among themselves, apart from other tenants' and from callers of no tenant.
 //
-// It is safe for concurrent use. Replicas do not coordinate: the CSI sidecars elect one
-// leader, so one replica sees a volume's calls.
+// It is safe for concurrent use. Replicas of a shared gateway also lock each flight's object
+// in the tenancy ledger's store (lockAcrossReplicas); other replicas do not coordinate: the
+// CSI sidecars elect one leader, so one replica sees a volume's calls.
 type Serializer struct {
 	mu      sync.Mutex
 	objects map[string][]*flight // key → the operations in flight on that object
@@ -91,9 +92,16 @@ type flight struct {
 	credited atomic.Bool // the attempts have been added to one caller's CallInfo
 }
 
-// serialize is the server's serialization middleware, on the server's Serializer.
+// serialize is the server's serialization middleware, on the server's Serializer; a shared
+// gateway (with a tenancy ledger) also locks each flight's object in the ledger's store, for
+// its replicas (lockAcrossReplicas).
 func (s *Server) serialize() Middleware {
-	return serializeCalls(s.serializer(), s.opts.Log, s.redactor)
+	inProcess := serializeCalls(s.serializer(), s.opts.Log, s.redactor)
+	if s.opts.Tenancy == nil {
+		return inProcess
+	}
+	acrossReplicas := lockAcrossReplicas(s.opts.Tenancy, s.opts.Metrics, s.redactor)
+	return func(next Handler) Handler { return inProcess(acrossReplicas(next)) }
 }
 
 // serializer returns the server's Serializer (Options.Serializer), made on first use.

@@ -40,11 +40,23 @@ type tenantGateway struct {
 // startTenantGateway serves be to tenants through ledger, on transport tr.
 func startTenantGateway(t *testing.T, tr Transport, be backends.Backend, ledger *tenancy.Ledger, tenants ...string) *tenantGateway {
 	t.Helper()
-	srv, err := NewServer(Options{
+	return startTenantGatewayWith(t, tenantGatewayOptions(tr, be, ledger), tenants...)
+}
+
+// tenantGatewayOptions are the options of a gateway serving be to tenants through ledger, on
+// transport tr.
+func tenantGatewayOptions(tr Transport, be backends.Backend, ledger *tenancy.Ledger) Options {
+	return Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "array"}},
 		Backends: map[string]backends.Backend{"array": be},
 		Log:      slog.New(slog.DiscardHandler), Tenancy: ledger, Transport: tr,
-	})
+	}
+}
+
+// startTenantGatewayWith serves tenants with the options o.
+func startTenantGatewayWith(t *testing.T, o Options, tenants ...string) *tenantGateway {
+	t.Helper()
+	srv, err := NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}

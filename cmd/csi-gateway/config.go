@@ -55,6 +55,9 @@ type AdminConfig struct {
 	// driver behind the gateway reports in GetPluginInfo, so the Kubernetes CSI dashboards
 	// can select the gateway's series. Empty: "unknown-driver".
 	DriverName string `mapstructure:"driverName"`
+	// RemoteTap serves the tap to peers on any address; false (the default): to loopback
+	// peers only, while /metrics, /healthz and /readyz answer every peer.
+	RemoteTap bool `mapstructure:"remoteTap"`
 }
 
 // TracingConfig selects where OpenTelemetry spans go. The standard OTEL_* variables
@@ -259,6 +262,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("timeouts.max", "0s")
 	v.SetDefault("admin.listen", "")
 	v.SetDefault("admin.driverName", "")
+	v.SetDefault("admin.remoteTap", false)
 	v.SetDefault("tracing.exporter", "")
 	v.SetDefault("tracing.endpoint", "")
 	v.SetDefault("tracing.insecure", false)

@@ -105,6 +105,28 @@ func TestConfigLimits(t *testing.T) {
 	}
 }
 
+// TestConfigAdminRemoteTap: the tap is loopback-only unless admin.remoteTap is set, in the file
+// or as CSIGW_ADMIN_REMOTETAP.
+func TestConfigAdminRemoteTap(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		env  map[string]string
+		want bool
+	}{
+		{"admin: {listen: '127.0.0.1:9808'}", nil, false},
+		{"admin: {listen: '127.0.0.1:9808', remoteTap: true}", nil, true},
+		{"admin: {listen: '127.0.0.1:9808'}", map[string]string{"CSIGW_ADMIN_REMOTETAP": "true"}, true},
+	} {
+		cfg, err := loadFrom(t, c.yaml, nil, c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Admin.RemoteTap != c.want {
+			t.Errorf("%s %v: admin.remoteTap = %v, want %v", c.yaml, c.env, cfg.Admin.RemoteTap, c.want)
+		}
+	}
+}
+
 func TestConfigPrecedence(t *testing.T) {
 	yaml := `
 listeners:

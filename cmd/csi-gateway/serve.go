@@ -145,7 +145,7 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	errc := make(chan error, len(cfg.Listeners)+1)
 	if cfg.Admin.Listen != "" {
 		admin, err := startAdmin(cfg.Admin.Listen, proxy.NewAdminHandler(proxy.AdminOptions{
-			Metrics: metrics.Handler(), Readiness: readiness, Tap: tap.Handler(),
+			Metrics: metrics.Handler(), Readiness: readiness, Tap: tap.Handler(), RemoteTap: cfg.Admin.RemoteTap,
 		}), errc)
 		if err != nil {
 			return err

@@ -28,6 +28,8 @@ part of it.
 
 tap reads the gateway's admin endpoint (admin.listen in serve's configuration, or --admin
 of serve); it connects to --admin, else $CSIGW_ADMIN_LISTEN, else ` + defaultAdmin + `.
+The gateway serves the tap to loopback peers only unless admin.remoteTap is set: run tap on
+the gateway's host (or through kubectl exec or kubectl port-forward).
 The filters are those of GET ` + proxy.TapPath + `: --method takes a short or full name or a
 glob (Node*), --code a gRPC code or !CODE to leave one out (!OK: failures only).
 
@@ -41,7 +43,7 @@ tap runs until Ctrl-C, or until --count records have been printed.`
 const tapExample = `  csi-gateway tap
   csi-gateway tap --code '!OK'
   csi-gateway tap --method 'Node*' --volume pvc-5f1c
-  csi-gateway tap --admin 10.0.0.5:9808 --output json --count 100 > calls.ndjson`
+  csi-gateway tap --admin 127.0.0.1:9818 --output json --count 100 > calls.ndjson`
 
 // tapOptions are the flags of `csi-gateway tap`.
 type tapOptions struct {

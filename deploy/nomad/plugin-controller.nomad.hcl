@@ -25,25 +25,44 @@ job "csi-gateway-controller" {
   group "controller" {
     count = 2   # the gateway is stateless; Nomad calls one controller at a time
 
+    # The admin endpoints (/healthz, /readyz, /metrics; the tap answers loopback only).
+    network {
+      port "admin" { to = 9808 }
+    }
+
+    service {
+      name     = "csi-gateway-controller-admin"
+      provider = "nomad"
+      port     = "admin"
+      check {
+        name     = "readyz"
+        type     = "http"
+        path     = "/readyz"
+        interval = "10s"
+        timeout  = "3s"
+      }
+    }
+
     task "csi-gateway" {
       driver = "docker"
 
       config {
         image = var.image
         args  = ["serve", "--config", "/local/config.yaml"]
+        ports = ["admin"]
       }
 
       csi_plugin {
         id        = "csi-gateway"
         type      = "controller"
-        mount_dir = "/csi"   # Nomad sets CSI_ENDPOINT=unix:///csi/csi.sock, the first listener
+        mount_dir = "/csi"   # Nomad sets CSI_ENDPOINT=unix:///csi/csi.sock
       }
 
+      # No listener endpoint here: the gateway serves ${CSI_ENDPOINT}, which Nomad sets to the
+      # socket in mount_dir.
       template {
         destination = "local/config.yaml"
         data        = <<-EOT
-          listeners:
-            - endpoint: unix:///csi/csi.sock
           backends:
             appliance:
               type: rest
@@ -52,7 +71,7 @@ job "csi-gateway-controller" {
               auth: {bearerTokenFile: /secrets/appliance-token}
           routes:
             - {methods: ["*"], backend: appliance}
-          admin: {listen: "127.0.0.1:9808"}
+          admin: {listen: "0.0.0.0:9808"}
           logging: {level: info, format: json}
         EOT
       }

@@ -25,6 +25,24 @@ job "csi-gateway-node" {
   type        = "system"
 
   group "node" {
+    # The admin endpoints (/healthz, /readyz, /metrics; the tap answers loopback only).
+    network {
+      port "admin" { to = 9808 }
+    }
+
+    service {
+      name     = "csi-gateway-node-admin"
+      provider = "nomad"
+      port     = "admin"
+      check {
+        name     = "readyz"
+        type     = "http"
+        path     = "/readyz"
+        interval = "10s"
+        timeout  = "3s"
+      }
+    }
+
     task "csi-gateway" {
       driver = "docker"
 
@@ -32,6 +50,7 @@ job "csi-gateway-node" {
         image      = var.image
         args       = ["serve", "--config", "/local/config.yaml"]
         privileged = true
+        ports      = ["admin"]
       }
 
       csi_plugin {
@@ -40,12 +59,13 @@ job "csi-gateway-node" {
         mount_dir = "/csi"
       }
 
+      # No listener endpoint here: the gateway serves ${CSI_ENDPOINT}, which Nomad sets to the
+      # socket in mount_dir.
       template {
         destination = "local/config.yaml"
         data        = <<-EOT
           listeners:
-            - endpoint: unix:///csi/csi.sock
-              socketMode: "0600"
+            - socketMode: "0600"   # endpoint: $CSI_ENDPOINT
           backends:
             appliance:
               type: rest
@@ -54,7 +74,7 @@ job "csi-gateway-node" {
               auth: {bearerTokenFile: /secrets/appliance-token}
           routes:
             - {methods: ["*"], backend: appliance}
-          admin: {listen: "127.0.0.1:9808"}
+          admin: {listen: "0.0.0.0:9808"}
           logging: {level: info, format: json}
         EOT
       }

@@ -42,6 +42,25 @@ job "csi-gateway-plugin" {
   type        = "system"
 
   group "plugin" {
+    # The admin endpoints (/healthz, /readyz, /metrics; the tap answers loopback only), on a
+    # port Nomad picks on the client's address.
+    network {
+      port "admin" {}
+    }
+
+    service {
+      name     = "csi-gateway-plugin-admin"
+      provider = "nomad"
+      port     = "admin"
+      check {
+        name     = "readyz"
+        type     = "http"
+        path     = "/readyz"
+        interval = "10s"
+        timeout  = "3s"
+      }
+    }
+
     task "csi-gateway" {
       driver = "raw_exec"
 
@@ -57,7 +76,8 @@ job "csi-gateway-plugin" {
         stage_publish_base_dir = var.stage_publish_base_dir
       }
 
-      # No listener here: the gateway serves $CSI_ENDPOINT, which Nomad sets.
+      # No listener here: the gateway serves ${CSI_ENDPOINT}, which Nomad sets to the socket
+      # in mount_dir.
       template {
         destination = "local/config.yaml"
         data        = <<-EOT
@@ -67,6 +87,7 @@ job "csi-gateway-plugin" {
               target: ${var.backend_target}
           routes:
             - {methods: ["*"], backend: driver}
+          admin: {listen: "{{ env "NOMAD_ADDR_admin" }}"}
           logging: {level: ${var.log_level}, format: json}
         EOT
       }

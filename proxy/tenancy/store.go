@@ -37,6 +37,8 @@ type Store interface {
 	usage(ctx context.Context, tenant string) (usage, error)
 	// usages returns every tenant's usage that the store knows of.
 	usages(ctx context.Context) (map[string]usage, error)
+	// opLocker locks objects for the operations in flight (oplock.go).
+	opLocker
 	// Close releases the store (an etcd store's holds vanish with its lease).
 	Close() error
 }

@@ -21,6 +21,8 @@ type boltStore struct {
 
 	mu   sync.Mutex
 	used map[string]usage // recorded and held, per tenant
+
+	locks boltLocks // the operations in flight (oplock_bbolt.go)
 }
 
 var (
@@ -37,8 +39,11 @@ func OpenBolt(path string) (Store, error) {
 		}
 		return nil, err
 	}
-	s := &boltStore{db: db, used: map[string]usage{}}
+	s := &boltStore{db: db, used: map[string]usage{}, locks: boltLocks{live: map[string]chan struct{}{}}}
 	err = db.Update(func(tx *bolt.Tx) error {
+		if err := openOperations(tx); err != nil {
+			return err
+		}
 		for _, b := range [][]byte{objectsBucket, namesBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err

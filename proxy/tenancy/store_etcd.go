@@ -53,8 +53,8 @@ const (
 //	PREFIX tenants/TENANT/usage         the tenant's recorded volumes and bytes
 //	PREFIX tenants/TENANT/holds/ID      a hold of a call in flight, bound to its replica's lease
 //
-// (What later work keeps in etcd — the operations in flight on each object, bound to the
-// replicas' leases too — goes under the same prefix, beside these.)
+// (The operations in flight on each object, bound to the replicas' leases too, go under
+// PREFIX ops/, beside these: see oplock_etcd.go.)
 //
 // A hold is admitted by a transaction that puts its key only if no key under
 // tenants/TENANT/ has changed since the usage the quota was checked against was read (a

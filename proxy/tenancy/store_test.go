@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,9 @@ func TestLedgerStores(t *testing.T) {
 		{"Forget", testLedgerForget},
 		{"ReserveRelease", testReserveRelease},
 		{"ReserveConcurrent", testReserveConcurrent},
+		{"LockConflicts", testLockConflicts},
+		{"LockIdenticalWaits", testLockIdenticalWaits},
+		{"LockOutlivesItsHolder", testLockOutlivesItsHolder},
 	}
 	run := func(t *testing.T, fresh func(t *testing.T) opener) {
 		for _, b := range shared {
@@ -67,6 +71,7 @@ func TestLedgerStores(t *testing.T) {
 		} {
 			t.Run(b.name, func(t *testing.T) { b.test(t, fresh(t)) })
 		}
+		t.Run("DeadReplicasLockLastsItsLease", func(t *testing.T) { testDeadReplicasLockLastsItsLease(t, cluster) })
 	})
 }
 
@@ -306,6 +311,10 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 		{"reserve", func() error { _, err := l.reserve(ctx, "blue", 1, mib); return err }},
 		{"bytesLeft", func() error { _, _, err := l.bytesLeft(ctx, "blue"); return err }},
 		{"Usage", func() error { _, err := l.Usage(ctx); return err }},
+		{"LockOperation", func() error {
+			_, _, err := l.LockOperation(ctx, lockOf("blue/volume:vol-1", "DeleteVolume", "", time.Now().Add(time.Minute)))
+			return err
+		}},
 	}
 	// All at once (each on its own would take the test a request timeout per step).
 	answers := make([]chan error, len(steps))
@@ -322,7 +331,7 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 				t.Errorf("%s without quorum succeeded", s.name)
 				continue
 			}
-			if s.name != "reserve" && s.name != "bytesLeft" { // those answer in gRPC terms; the others' errors reach callers through ledgerError
+			if !slices.Contains([]string{"reserve", "bytesLeft", "LockOperation"}, s.name) { // those answer in gRPC terms; the others' errors reach callers through ledgerError
 				err = ledgerError(err)
 			}
 			if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {

@@ -7,7 +7,8 @@
 #
 #   build-components.sh [NAME...]     NAME: etcd etcd-ledger kube-apiserver
 #                                     kube-controller-manager csi-provisioner csi-attacher
-#                                     nomad helm cert-manager-crds (default: all)
+#                                     nomad helm cert-manager-crds prometheus-operator-crds
+#                                     (default: all)
 #   build-components.sh --path NAME   where NAME's binary (or directory) is
 #
 # Prints nothing for a cached binary; for a build, one line with its wall time.
@@ -26,6 +27,7 @@ NOMAD_VERSION=v1.9.3
 NOMAD_API_VERSION=v0.0.0-20241111163541-d92bf1014886 # the commit of the v1.9.3 tag
 HELM_VERSION=v3.16.3
 CERT_MANAGER_VERSION=v1.16.2 # only its CRDs, for the server-side dry run of Certificates
+PROMETHEUS_OPERATOR_VERSION=v0.85.0 # only its PodMonitor and ServiceMonitor CRDs, likewise
 
 mkdir -p "$CACHE/bin" "$CACHE/src"
 export GOFLAGS=-mod=mod
@@ -131,6 +133,19 @@ build_cert_manager_crds() {
   touch "$out/.ready"
 }
 
+# The Prometheus Operator's PodMonitor and ServiceMonitor CRDs, as the module ships them.
+build_prometheus_operator_crds() {
+  local out=$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION dir f
+  [[ -f $out/.ready ]] && return
+  dir=$(modinfo github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" Dir)
+  mkdir -p "$out"
+  for f in podmonitors servicemonitors; do
+    cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$f.yaml" "$out/$f.yaml"
+  done
+  chmod u+w "$out"/*.yaml
+  touch "$out/.ready"
+}
+
 build() {
   case $1 in
   etcd) build_etcd $ETCD_VERSION ;;
@@ -140,6 +155,7 @@ build() {
   csi-attacher) build_copy csi-attacher github.com/kubernetes-csi/external-attacher/v4 $ATTACHER_VERSION github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher ;;
   nomad) build_nomad ;;
   cert-manager-crds) build_cert_manager_crds ;;
+  prometheus-operator-crds) build_prometheus_operator_crds ;;
   helm) build_copy helm helm.sh/helm/v3 $HELM_VERSION helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
   *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
   esac
@@ -156,9 +172,10 @@ path() {
   nomad) echo "$CACHE/bin/nomad-$NOMAD_VERSION" ;;
   helm) echo "$CACHE/bin/helm-$HELM_VERSION" ;;
   cert-manager-crds) echo "$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION" ;;
+  prometheus-operator-crds) echo "$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" ;;
   esac
 }
 
-ALL=(cert-manager-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad)
+ALL=(cert-manager-crds prometheus-operator-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad)
 if [[ ${1:-} == --path ]]; then path "$2"; exit; fi
 for c in "${@:-${ALL[@]}}"; do build "$c"; done

@@ -72,15 +72,18 @@ func (k *kube) dryRun(what string, manifests string) []object {
 
 // testManifests renders every kustomize overlay (and the node-mounts component on the bridge),
 // and the Helm chart with its default values and each ci/*.yaml, and dry-runs each on the
-// server. cert-manager's CRDs are installed first (really), so Certificates are checked
-// against their real schema; the namespaces the manifests use are created.
+// server. cert-manager's and the Prometheus Operator's CRDs are installed first (really), so
+// Certificates and PodMonitors are checked against their real schema; the namespaces the
+// manifests use are created.
 func (k *kube) testManifests() {
 	e := k.e
 	e.t.Helper()
-	crds := e.component("cert-manager-crds")
-	k.kubectl(nil, "apply", "--server-side", "-f", crds)
+	for _, crds := range []string{e.component("cert-manager-crds"), e.component("prometheus-operator-crds")} {
+		k.kubectl(nil, "apply", "--server-side", "-f", crds)
+	}
 	k.kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io")
+		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io", "crd/clusterissuers.cert-manager.io",
+		"crd/podmonitors.monitoring.coreos.com", "crd/servicemonitors.monitoring.coreos.com")
 	for _, ns := range []string{"csi-gateway", "example-csi-driver"} {
 		k.kubectl(nil, "create", "namespace", ns)
 	}

@@ -136,6 +136,27 @@ func (n *nomad) testNomadLifecycle(s *stack) {
 	})
 	e.t.Logf("nomad: plugin csi-gateway healthy (controller and node) in %s", time.Since(start).Round(time.Millisecond))
 
+	// The job's admin service: Nomad's own HTTP check of /readyz on the port it gave the
+	// gateway's admin listener passes.
+	start = time.Now()
+	e.eventually(time.Minute, "the plugin's admin service check (GET /readyz) to pass", func() (bool, string) {
+		var allocs []struct{ ID, ClientStatus string }
+		if err := n.api("/v1/job/csi-gateway-plugin/allocations", &allocs); err != nil || len(allocs) == 0 {
+			return false, fmt.Sprint(allocs, err)
+		}
+		var checks map[string]struct{ Check, Status, Output string }
+		if err := n.api("/v1/client/allocation/"+allocs[0].ID+"/checks", &checks); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range checks {
+			if c.Check == "readyz" && c.Status == "success" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", checks)
+	})
+	e.t.Logf("nomad: the plugin's admin service check (GET /readyz) passes in %s", time.Since(start).Round(time.Millisecond))
+
 	// nomad volume create: deploy/nomad/volume.hcl with a secrets block added.
 	spec, err := os.ReadFile(filepath.Join(deploy, "volume.hcl"))
 	if err != nil {

@@ -1,5 +1,6 @@
 {{/* csigw.driverContainer: the tap's driver container, unchanged but for its socket directory,
-     which moves to the pod-private emptyDir tap-driver-socket. Call with (list $ container). */}}
+     which moves to the pod-private emptyDir tap-driver-socket, and a livenessProbe on the
+     livenessprobe sidecar when it has none. Call with (list $ container). */}}
 {{- define "csigw.driverContainer" -}}
 {{- $ := index . 0 -}}
 {{- $c := deepCopy (index . 1) -}}
@@ -10,6 +11,10 @@
 {{- end -}}
 {{- $mounts = append $mounts (dict "name" "tap-driver-socket" "mountPath" $.Values.tap.socketDir) -}}
 {{- $_ := set $c "volumeMounts" $mounts -}}
+{{- if and $.Values.sidecars.livenessProbe.enabled (not $c.livenessProbe) -}}
+{{- /* The livenessprobe sidecar's port, by number: a named port resolves in its own container only. */ -}}
+{{- $_ := set $c "livenessProbe" (dict "httpGet" (dict "path" "/healthz" "port" $.Values.sidecars.livenessProbe.port) "periodSeconds" 10 "timeoutSeconds" 5 "failureThreshold" 5) -}}
+{{- end -}}
 {{- toYaml (list $c) -}}
 {{- end -}}
 
@@ -127,7 +132,9 @@
 {{- end }}
 {{- end -}}
 
-{{/* csigw.sidecar: one CSI sidecar on /csi/csi.sock; call with (list $ name values defaultArgs). */}}
+{{/* csigw.sidecar: one CSI controller sidecar on /csi/csi.sock, electing a leader, its
+     /healthz/leader-election on values.port checked by its livenessProbe; call with
+     (list $ name values portName). */}}
 {{- define "csigw.sidecar" -}}
 {{- $ := index . 0 -}}
 {{- $s := index . 2 -}}
@@ -135,12 +142,19 @@
   image: {{ $s.image }}
   args:
     - --csi-address=/csi/csi.sock
-    {{- range (index . 3) }}
-    - {{ . }}
-    {{- end }}
+    - --leader-election
+    - --timeout={{ $.Values.sidecars.timeout }}
+    - --http-endpoint=:{{ $s.port }}
     {{- range ($s.extraArgs | default list) }}
     - {{ . }}
     {{- end }}
+  ports:
+    - {name: {{ index . 3 }}, containerPort: {{ $s.port }}}
+  livenessProbe:
+    httpGet: {path: /healthz/leader-election, port: {{ index . 3 }}}
+    periodSeconds: 20
+    timeoutSeconds: 10
+    failureThreshold: 3
   securityContext:
     runAsUser: 65532
     runAsGroup: 65532
@@ -150,4 +164,22 @@
     {{- toYaml $.Values.sidecars.resources | nindent 4 }}
   volumeMounts:
     - {name: socket-dir, mountPath: /csi}
+{{- end -}}
+
+{{/* csigw.driverLiveness: tap only, the livenessprobe sidecar on the tapped driver's own
+     socket (the pod-private tap-driver-socket), not through the gateway. */}}
+{{- define "csigw.driverLiveness" -}}
+{{- $ := . -}}
+{{- $p := $.Values.sidecars.livenessProbe -}}
+- name: liveness-probe
+  image: {{ $p.image }}
+  args: [--csi-address=/tap-driver/csi.sock, "--http-endpoint=:{{ $p.port }}"]
+  ports:
+    - {name: driver-probe, containerPort: {{ $p.port }}}
+  securityContext:
+    {{- include "csigw.restricted" $ | nindent 4 }}
+  resources:
+    {{- toYaml $.Values.sidecars.resources | nindent 4 }}
+  volumeMounts:
+    - {name: tap-driver-socket, mountPath: /tap-driver}
 {{- end -}}
