@@ -77,7 +77,7 @@ func TestBrokenConfigs(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "config.yaml")
 			writeFileAt(t, file, paths.Replace(tc.yaml))
 
-			out, err := runGateway(t, testutil.Binary(t), "serve", "--check-config", "--config", file)
+			out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--check-config", "--config", file)
 			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			if err == nil || len(lines) != len(tc.want) {
 				t.Fatalf("serve --check-config: %v, %d lines, want exit 1 and %d:\n%s", err, len(lines), len(tc.want), out)
@@ -88,7 +88,7 @@ func TestBrokenConfigs(t *testing.T) {
 				}
 			}
 
-			out, err = runGateway(t, testutil.Binary(t), "serve", "--config", file, "--data-dir", filepath.Join(root, "default-data"))
+			out, err = runGateway(t, testutil.Binary(t), nil, "serve", "--config", file, "--data-dir", filepath.Join(root, "default-data"))
 			if err == nil || !strings.Contains(out, lines[0]) {
 				t.Errorf("serve: %v\n%s\nwant exit 1 and %s", err, out, lines[0])
 			}
@@ -120,10 +120,10 @@ func TestStartWithBadCertificateCreatesNothing(t *testing.T) {
 			}
 			file := filepath.Join(t.TempDir(), "config.yaml")
 			writeFileAt(t, file, strings.NewReplacer("ROOT", root, "FILES", files).Replace(tc.yaml))
-			if out, err := runGateway(t, testutil.Binary(t), "serve", "--check-config", "--config", file); err != nil {
+			if out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--check-config", "--config", file); err != nil {
 				t.Fatalf("serve --check-config: %v\n%s", err, out)
 			}
-			out, err := runGateway(t, testutil.Binary(t), "serve", "--config", file)
+			out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--config", file)
 			if err == nil || !strings.Contains(out, ".tls") {
 				t.Fatalf("serve: %v\n%s\nwant exit 1 naming the tls key", err, out)
 			}

@@ -18,8 +18,12 @@ import (
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
-// An example configuration: where it was found (file:line) and its text.
-type example struct{ where, yaml string }
+// An example configuration: where it was found (file:line), its text, and the environment
+// it is run in (KEY=value: what its orchestrator sets).
+type example struct {
+	where, yaml string
+	env         []string
+}
 
 // TestExampleConfigsCheck runs `csi-gateway serve --check-config` (the real binary) on every
 // gateway configuration in README.md, docs/ and deploy/, so that no example goes stale:
@@ -27,8 +31,8 @@ type example struct{ where, yaml string }
 //     configuration keys (a Kubernetes manifest or a kustomization is not a configuration);
 //   - the YAML files under deploy/ that are configurations (the ConfigMaps' sources, the
 //     systemd example), by the same rule;
-//   - the config.yaml templates of the Nomad jobs, their ${var.x} replaced by the variable's
-//     default or by exampleVariables.
+//   - the config.yaml templates of the Nomad jobs, their ${var.x} and {{ env "X" }} replaced
+//     by the variable's default or by exampleVariables, run with the CSI_ENDPOINT Nomad sets.
 //
 // The files an example names (TLS material, credentials, the token key) are created as
 // placeholders under a temporary root, and the example's paths rewritten to them: Validate
@@ -44,7 +48,7 @@ func TestExampleConfigsCheck(t *testing.T) {
 		t.Run(ex.where, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "config.yaml")
 			writeFileAt(t, file, withPlaceholderFiles(t, ex.yaml))
-			out, err := runGateway(t, bin, "serve", "--check-config", "--config", file)
+			out, err := runGateway(t, bin, ex.env, "serve", "--check-config", "--config", file)
 			if err != nil || strings.TrimSpace(out) != "configuration OK" {
 				t.Fatalf("serve --check-config: %v\n%s\nthe example:\n%s", err, out, ex.yaml)
 			}
@@ -52,14 +56,14 @@ func TestExampleConfigsCheck(t *testing.T) {
 	}
 }
 
-// runGateway runs the binary with an environment of its own (no CSI_ENDPOINT, no CSIGW_*
-// of the test's) and returns what it printed, bounded at a minute.
-func runGateway(t *testing.T, bin string, args ...string) (string, error) {
+// runGateway runs the binary with an environment of its own, env and no CSI_ENDPOINT or
+// CSIGW_* of the test's, and returns what it printed, bounded at a minute.
+func runGateway(t *testing.T, bin string, env []string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -84,7 +88,7 @@ func markdownExamples(t *testing.T) []example {
 			body := string(data[m[2]:m[3]])
 			if isGatewayConfig(t, body) {
 				line := strings.Count(string(data[:m[0]]), "\n") + 1
-				out = append(out, example{strings.TrimPrefix(f, "../../") + ":" + strconv.Itoa(line), body})
+				out = append(out, example{where: strings.TrimPrefix(f, "../../") + ":" + strconv.Itoa(line), yaml: body})
 			}
 		}
 	}
@@ -108,7 +112,7 @@ func deployExamples(t *testing.T) []example {
 		where := strings.TrimPrefix(path, "../../")
 		switch {
 		case strings.HasSuffix(path, ".yaml") && isGatewayConfig(t, string(data)):
-			out = append(out, example{where, string(data)})
+			out = append(out, example{where: where, yaml: string(data)})
 		case strings.HasSuffix(path, ".nomad.hcl"):
 			out = append(out, nomadConfigTemplates(t, where, string(data))...)
 		}
@@ -124,10 +128,18 @@ var (
 	nomadTemplate = regexp.MustCompile(`(?s)destination\s*=\s*"[^"]*config\.yaml"\s*\n\s*data\s*=\s*<<-EOT\n(.*?)\n\s*EOT`)
 	nomadVariable = regexp.MustCompile(`(?s)variable\s+"(\w+)"\s*\{[^}]*?default\s*=\s*"([^"]*)"`)
 	nomadRef      = regexp.MustCompile(`\$\{var\.(\w+)\}`)
+	nomadEnvRef   = regexp.MustCompile(`\{\{\s*env\s+"(\w+)"\s*\}\}`)
 )
 
-// exampleVariables are values for the Nomad variables that have no default.
-var exampleVariables = map[string]string{"appliance_url": "https://appliance.example.com:8443"}
+// exampleVariables are values for the Nomad variables that have no default, and for the
+// environment variables a template reads ({{ env "NAME" }}).
+var exampleVariables = map[string]string{
+	"appliance_url":    "https://appliance.example.com:8443",
+	"NOMAD_ADDR_admin": "127.0.0.1:9808",
+}
+
+// nomadPluginEnv is what Nomad sets for a CSI plugin task: the gateway serves CSI_ENDPOINT.
+var nomadPluginEnv = []string{"CSI_ENDPOINT=unix:///csi/csi.sock"}
 
 // nomadConfigTemplates returns the config.yaml templates of a Nomad job, dedented (<<-) and
 // with their variables filled in.
@@ -138,18 +150,22 @@ func nomadConfigTemplates(t *testing.T, where, hcl string) []example {
 	}
 	var out []example
 	for _, m := range nomadTemplate.FindAllStringSubmatchIndex(hcl, -1) {
-		body := nomadRef.ReplaceAllStringFunc(dedent(hcl[m[2]:m[3]]), func(ref string) string {
-			name := nomadRef.FindStringSubmatch(ref)[1]
-			if v, ok := defaults[name]; ok {
-				return v
+		fill := func(re *regexp.Regexp) func(string) string {
+			return func(ref string) string {
+				name := re.FindStringSubmatch(ref)[1]
+				if v, ok := defaults[name]; ok {
+					return v
+				}
+				if v, ok := exampleVariables[name]; ok {
+					return v
+				}
+				t.Errorf("%s: %s has no default: add an example value to exampleVariables", where, ref)
+				return ref
 			}
-			if v, ok := exampleVariables[name]; ok {
-				return v
-			}
-			t.Errorf("%s: ${var.%s} has no default: add an example value to exampleVariables", where, name)
-			return ref
-		})
-		out = append(out, example{where + ":" + strconv.Itoa(strings.Count(hcl[:m[0]], "\n")+1), body})
+		}
+		body := nomadRef.ReplaceAllStringFunc(dedent(hcl[m[2]:m[3]]), fill(nomadRef))
+		body = nomadEnvRef.ReplaceAllStringFunc(body, fill(nomadEnvRef))
+		out = append(out, example{where: where + ":" + strconv.Itoa(strings.Count(hcl[:m[0]], "\n")+1), yaml: body, env: nomadPluginEnv})
 	}
 	return out
 }
