@@ -78,7 +78,7 @@ type TracingConfig struct {
 
 // ListenerConfig is one socket the gateway serves CSI on.
 type ListenerConfig struct {
-	Endpoint string `mapstructure:"endpoint"`
+	Endpoint proxy.Endpoint `mapstructure:"endpoint"`
 	// SocketMode is a Unix socket's permission: a quoted octal string; a bare number is refused.
 	SocketMode proxy.SocketMode `mapstructure:"socketMode"`
 	AllowUIDs  []uint32         `mapstructure:"allowUIDs"`
@@ -231,7 +231,8 @@ type ShutdownConfig struct {
 
 // Defaults when nothing else is configured: one Unix socket, the embedded appliance behind it.
 const (
-	defaultEndpoint    = "unix:///run/csi-gateway/csi.sock"
+	defaultSocket      = "/run/csi-gateway/csi.sock"
+	defaultEndpoint    = "unix://" + defaultSocket
 	defaultDataDir     = "/var/lib/csi-gateway"
 	defaultBackendName = "embedded"
 )
@@ -312,15 +313,17 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	if s, _ := flags.GetString("admin"); s != "" {
 		c.Admin.Listen = s
 	}
-	endpoint, _ := flags.GetString("endpoint")
+	endpoint, from := flags.Lookup("endpoint").Value.String(), "--endpoint"
 	if endpoint == "" {
-		endpoint = getenv("CSI_ENDPOINT")
+		endpoint, from = getenv("CSI_ENDPOINT"), "CSI_ENDPOINT"
 	}
 	if endpoint != "" {
 		if len(c.Listeners) == 0 {
 			c.Listeners = []ListenerConfig{{}}
 		}
-		c.Listeners[0].Endpoint = endpoint
+		if err := c.Listeners[0].Endpoint.UnmarshalText([]byte(endpoint)); err != nil {
+			errs.addf(from, "%v", err)
+		}
 	}
 	dataDir, _ := flags.GetString("data-dir")
 	c.applyDefaults(dataDir)
@@ -333,7 +336,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 // and the embedded appliance as the one backend for every method.
 func (c *Config) applyDefaults(dataDir string) {
 	if len(c.Listeners) == 0 {
-		c.Listeners = []ListenerConfig{{Endpoint: defaultEndpoint}}
+		c.Listeners = []ListenerConfig{{Endpoint: proxy.Endpoint{Scheme: "unix", Address: defaultSocket}}}
 	}
 	if len(c.Backends) == 0 {
 		c.Backends = map[string]BackendConfig{defaultBackendName: {Type: "embedded"}}

@@ -72,7 +72,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
+	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint.String() != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
 		t.Errorf("listeners: %+v", c.Listeners)
 	}
 	if b := c.Backends[defaultBackendName]; b.Type != "embedded" || b.DataDir != defaultDataDir {
@@ -144,7 +144,7 @@ logging: {level: warn}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
+	if c.Listeners[0].Endpoint.String() != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
 		t.Errorf("listener from the file: %+v", c.Listeners[0])
 	}
 	if b := c.Backends["array1"]; b.Retry.MaxAttempts != 3 || b.Retry.MinBackoff != 10*time.Millisecond {
@@ -158,16 +158,16 @@ logging: {level: warn}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Logging.Level != logLevel(slog.LevelDebug) || c.Listeners[0].Endpoint != "unix:///tmp/from-env.sock" {
-		t.Errorf("environment: level %v endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
+	if c.Logging.Level != logLevel(slog.LevelDebug) || c.Listeners[0].Endpoint.String() != "unix:///tmp/from-env.sock" {
+		t.Errorf("environment: level %v endpoint %v", c.Logging.Level, c.Listeners[0].Endpoint)
 	}
 	c, err = loadFrom(t, yaml, []string{"--log-level", "error", "--endpoint", "unix:///tmp/from-flag.sock"},
 		map[string]string{"CSIGW_LOGGING_LEVEL": "debug", "CSI_ENDPOINT": "unix:///tmp/from-env.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Logging.Level != logLevel(slog.LevelError) || c.Listeners[0].Endpoint != "unix:///tmp/from-flag.sock" {
-		t.Errorf("flags: level %v endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
+	if c.Logging.Level != logLevel(slog.LevelError) || c.Listeners[0].Endpoint.String() != "unix:///tmp/from-flag.sock" {
+		t.Errorf("flags: level %v endpoint %v", c.Logging.Level, c.Listeners[0].Endpoint)
 	}
 }
 
@@ -293,6 +293,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"plaintext opt-in on csp", "backends: {a: {type: rest, protocol: csp, urls: ['http://csp:8080'], allowSecretsOverPlaintextHTTP: true, auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP"},
 		{"csp keys on connect", "backends: {a: {type: rest, urls: ['https://a'], csp: {profile: hpe}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csp: only with protocol: csp"},
 		{"unknown protocol", "backends: {a: {type: rest, protocol: swordfish, urls: ['https://a']}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.protocol: "swordfish" is not connect or csp`},
+		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "unix://relative.sock"}, `CSI_ENDPOINT: endpoint "unix://relative.sock": a unix socket path must be absolute`},
+		{"listener without endpoint", "listeners: [{socketMode: '0660'}]", nil, "listeners[0].endpoint: required"},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

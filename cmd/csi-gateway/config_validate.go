@@ -62,12 +62,11 @@ func (l ListenerConfig) check(key string, tenants map[string]bool, errs *configE
 		errs.addf(key+".methods", "%v", err)
 	}
 	l.checkTenants(key, tenants, errs)
-	ep, err := proxy.ParseEndpoint(l.Endpoint)
-	if err != nil {
-		errs.addf(key+".endpoint", "%v", err)
+	if l.Endpoint.Scheme == "" {
+		errs.addf(key+".endpoint", "required: unix:///absolute/path.sock or tcp://host:port")
 		return
 	}
-	if ep.Scheme == "unix" {
+	if l.Endpoint.Scheme == "unix" {
 		switch {
 		case l.TLS != nil:
 			errs.addf(key+".tls", "only for tcp:// endpoints; a Unix socket is guarded by socketMode and allowUIDs/allowGIDs")

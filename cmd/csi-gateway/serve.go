@@ -161,7 +161,7 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 			return fmt.Errorf("listeners[%d]: %w", i, err)
 		}
 		go func() { errc <- srv.Serve(l, policies[i]) }()
-		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode.String(), "tls", lc.TLS != nil)
+		log.Info("listening", "endpoint", lc.Endpoint.String(), "socket_mode", lc.SocketMode.String(), "tls", lc.TLS != nil)
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
@@ -205,10 +205,7 @@ func listenerPolicies(listeners []ListenerConfig, metrics *proxy.Metrics, log *s
 func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) (proxy.ListenerPolicy, *tlsconf.Server, error) {
 	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs, Tenant: lc.Tenant,
 		Methods: auth.MethodAllowList{Key: key + ".methods", Patterns: lc.Methods}}
-	ep, err := proxy.ParseEndpoint(lc.Endpoint)
-	if err != nil {
-		return p, nil, err
-	}
+	ep := lc.Endpoint
 	if ep.Scheme == "unix" {
 		warnSocketName(key, ep, log)
 		return p, nil, nil
@@ -241,11 +238,7 @@ func warnSocketName(key string, ep proxy.Endpoint, log *slog.Logger) {
 }
 
 func listen(lc ListenerConfig) (net.Listener, error) {
-	ep, err := proxy.ParseEndpoint(lc.Endpoint)
-	if err != nil {
-		return nil, err
-	}
-	return proxy.Listen(ep, lc.SocketMode.Perm())
+	return proxy.Listen(lc.Endpoint, lc.SocketMode.Perm())
 }
 
 // openBackends builds every configured backend, and the TLS configurations they dial with
