@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 )
@@ -53,27 +54,13 @@ func DefaultConfig() Config {
 // withDefaults fills the zero fields of c from DefaultConfig and checks the result.
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.DriverName == "" {
-		c.DriverName = d.DriverName
-	}
-	if c.VendorVersion == "" {
-		c.VendorVersion = d.VendorVersion
-	}
-	if c.NodeID == "" {
-		c.NodeID = d.NodeID
-	}
-	if c.Zone == "" {
-		c.Zone = d.Zone
-	}
-	if c.CapacityBytes == 0 {
-		c.CapacityBytes = d.CapacityBytes
-	}
-	if c.MaxVolumeBytes == 0 {
-		c.MaxVolumeBytes = d.MaxVolumeBytes
-	}
-	if c.DefaultVolumeBytes == 0 {
-		c.DefaultVolumeBytes = d.DefaultVolumeBytes
-	}
+	c.DriverName = cmp.Or(c.DriverName, d.DriverName)
+	c.VendorVersion = cmp.Or(c.VendorVersion, d.VendorVersion)
+	c.NodeID = cmp.Or(c.NodeID, d.NodeID)
+	c.Zone = cmp.Or(c.Zone, d.Zone)
+	c.CapacityBytes = cmp.Or(c.CapacityBytes, d.CapacityBytes)
+	c.MaxVolumeBytes = cmp.Or(c.MaxVolumeBytes, d.MaxVolumeBytes)
+	c.DefaultVolumeBytes = cmp.Or(c.DefaultVolumeBytes, d.DefaultVolumeBytes)
 	switch {
 	case c.DataDir == "":
 		return c, fmt.Errorf("data directory is required")

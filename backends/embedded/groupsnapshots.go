@@ -173,7 +173,7 @@ func (g *groupControllerServer) DeleteVolumeGroupSnapshot(_ context.Context, req
 	if err != nil {
 		return nil, err
 	}
-	a.removeSnapshotImages(deleted...)
+	a.removeDeletedImages("snapshot", a.images.snapshotPath, deleted, "group_snapshot_id", id)
 	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
 }
 

@@ -102,6 +102,17 @@ func (im *images) remove(path string) error {
 	return nil
 }
 
+// removeDeletedImages removes the images of the volumes or snapshots (kind) ids, whose records
+// the state no longer names. An image it cannot remove is logged, with attrs, and removed at
+// the next start (collectGarbage).
+func (a *Appliance) removeDeletedImages(kind string, path func(id string) string, ids []string, attrs ...any) {
+	for _, id := range ids {
+		if err := a.images.remove(path(id)); err != nil {
+			a.log.Warn(kind+" deleted but its image stays until the next start", append([]any{kind + "_id", id, "error", err}, attrs...)...)
+		}
+	}
+}
+
 // collectGarbage removes every file in the image folders that is not the image of a live
 // volume or snapshot: leftovers of a create or delete that a crash cut short. It returns the
 // names it removed.

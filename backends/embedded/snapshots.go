@@ -107,7 +107,7 @@ func (c *controllerServer) DeleteSnapshot(_ context.Context, req *csi.DeleteSnap
 	if err := checkRequired("snapshot_id", id); err != nil {
 		return nil, err
 	}
-	deleted := false
+	var deleted []string
 	err := a.update(func(s *state) error {
 		sn := s.Snapshots[id]
 		if sn == nil {
@@ -117,26 +117,14 @@ func (c *controllerServer) DeleteSnapshot(_ context.Context, req *csi.DeleteSnap
 			return status.Errorf(codes.InvalidArgument, "snapshot %s is part of group snapshot %s; delete the group snapshot instead", id, sn.GroupSnapshotID)
 		}
 		delete(s.Snapshots, id)
-		deleted = true
+		deleted = []string{id}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if deleted {
-		a.removeSnapshotImages(id)
-	}
+	a.removeDeletedImages("snapshot", a.images.snapshotPath, deleted)
 	return &csi.DeleteSnapshotResponse{}, nil
-}
-
-// removeSnapshotImages removes the images of snapshots the state no longer names; what fails
-// here is removed at the next start.
-func (a *Appliance) removeSnapshotImages(ids ...string) {
-	for _, id := range ids {
-		if err := a.images.remove(a.images.snapshotPath(id)); err != nil {
-			a.log.Warn("snapshot deleted but its image stays until the next start", "snapshot_id", id, "error", err)
-		}
-	}
 }
 
 func (c *controllerServer) ListSnapshots(_ context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {

@@ -168,12 +168,7 @@ func (g *volumeGroupServer) DeleteVolumeGroup(_ context.Context, req *volumegrou
 	if err != nil {
 		return nil, err
 	}
-	// The state no longer names these images; what fails here is removed at the next start.
-	for _, volID := range deleted {
-		if err := a.images.remove(a.images.volumePath(volID)); err != nil {
-			a.log.Warn("volume deleted with its group but its image stays until the next start", "volume_id", volID, "volume_group_id", id, "error", err)
-		}
-	}
+	a.removeDeletedImages("volume", a.images.volumePath, deleted, "volume_group_id", id)
 	return &volumegroup.DeleteVolumeGroupResponse{}, nil
 }
 

@@ -155,7 +155,7 @@ func (c *controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolume
 	if err := checkRequired("volume_id", id); err != nil {
 		return nil, err
 	}
-	deleted := false
+	var deleted []string
 	err := a.update(func(s *state) error {
 		v := s.Volumes[id]
 		if v == nil {
@@ -168,18 +168,13 @@ func (c *controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolume
 			return status.Errorf(codes.FailedPrecondition, "volume %s belongs to volume group %s; remove it from the group first", id, v.GroupID)
 		}
 		delete(s.Volumes, id)
-		deleted = true
+		deleted = []string{id}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if deleted {
-		// The state no longer names the image; if this fails the next start removes it.
-		if err := a.images.remove(a.images.volumePath(id)); err != nil {
-			a.log.Warn("volume deleted but its image stays until the next start", "volume_id", id, "error", err)
-		}
-	}
+	a.removeDeletedImages("volume", a.images.volumePath, deleted)
 	return &csi.DeleteVolumeResponse{}, nil
 }
 

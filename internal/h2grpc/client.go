@@ -13,9 +13,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
-
-	// Registers the "proto" codec, the default when ClientConfig.Codec is nil.
-	_ "google.golang.org/grpc/encoding/proto"
 )
 
 // userAgent is sent on every call, like grpc-go's "grpc-go/<version>".
@@ -75,14 +72,11 @@ func NewClientConn(cfg ClientConfig) *ClientConn {
 	}
 	cc := &ClientConn{
 		cfg:     cfg,
-		codec:   cfg.Codec,
+		codec:   codecOrProto(cfg.Codec),
 		sh:      statsHandlers(cfg.StatsHandlers),
 		scheme:  "http",
 		dialSem: make(chan struct{}, 1),
 		all:     make(map[*clientTransport]struct{}),
-	}
-	if cc.codec == nil {
-		cc.codec = encoding.GetCodecV2("proto")
 	}
 	if cfg.Creds != nil && cfg.Creds.Info().SecurityProtocol == "tls" {
 		cc.scheme = "https"

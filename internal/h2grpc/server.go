@@ -11,9 +11,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/stats"
-
-	// Registers the "proto" codec, the default when ServerConfig.Codec is nil.
-	_ "google.golang.org/grpc/encoding/proto"
 )
 
 const (
@@ -141,13 +138,10 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	s := &Server{
 		cfg:   cfg,
-		codec: cfg.Codec,
+		codec: codecOrProto(cfg.Codec),
 		sh:    statsHandlers(cfg.StatsHandlers),
 		lis:   make(map[net.Listener]struct{}),
 		conns: make(map[*serverConn]struct{}),
-	}
-	if s.codec == nil {
-		s.codec = encoding.GetCodecV2("proto")
 	}
 	if cfg.Workers > 0 {
 		s.work = make(chan *ServerStream)
