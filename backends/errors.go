@@ -55,6 +55,11 @@ type Error struct {
 	Message string
 	// Cause is the underlying error, for errors.Is/As; it is never shown to callers.
 	Cause error
+	// Answer is the status the backend itself answered with, exactly as it sent it (code,
+	// message, details), when the failure is its answer; nil when the backend did not answer
+	// (unreachable, timed out, closed) or speaks no gRPC. The gateway passes it on, repaired
+	// as the backend's repair setting says, and never shows it unscrubbed.
+	Answer *status.Status
 }
 
 func (e *Error) Error() string { return e.Message }

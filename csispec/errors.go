@@ -15,7 +15,12 @@ type errorRule struct {
 	methods []string
 	class   backends.Class
 	code    codes.Code
-	why     string
+	// required is true when the spec forbids the backend's answer (a MUST): the rule then
+	// repairs a driver's own status too (RequiredCode, the repair setting spec). Otherwise the
+	// answer is one the spec allows, and the rule is only the gateway's choice where it is the
+	// plugin (repair: plugin).
+	required bool
+	why      string
 }
 
 // errorRules are the RPC-specific rules of the CSI spec and the VolumeGroup proposal. Any
@@ -26,7 +31,7 @@ var errorRules = []errorRule{
 	{
 		methods: []string{"/csi.v1.Controller/DeleteVolume", "/csi.v1.Controller/DeleteSnapshot",
 			"/csi.v1.GroupController/DeleteVolumeGroupSnapshot", "/volumegroup.Controller/DeleteVolumeGroup"},
-		class: backends.ClassNotFound, code: codes.OK,
+		class: backends.ClassNotFound, code: codes.OK, required: true,
 		why: "deleting an object that does not exist MUST succeed (idempotency)",
 	},
 	{
@@ -52,12 +57,31 @@ var errorRules = []errorRule{
 }
 
 // ErrorCode is the code the caller gets when a backend fails method (a full method name)
-// with class: the spec's rule for that RPC when it has one, else the class's plain code.
+// with class and the gateway is the plugin (repair: plugin): the table's rule for that RPC
+// when it has one, else the class's plain code.
 func ErrorCode(method string, class backends.Class) codes.Code {
-	for _, r := range errorRules {
-		if r.class == class && slices.Contains(r.methods, method) {
-			return r.code
-		}
+	if r, ok := ruleFor(method, class); ok {
+		return r.code
 	}
 	return class.Code()
+}
+
+// RequiredCode is the code the spec requires instead of a failure of class for method, when
+// the spec forbids that failure (DeleteVolume NOT_FOUND MUST be OK); ok is false when the
+// spec allows the backend's answer as it is.
+func RequiredCode(method string, class backends.Class) (code codes.Code, ok bool) {
+	if r, found := ruleFor(method, class); found && r.required {
+		return r.code, true
+	}
+	return codes.OK, false
+}
+
+// ruleFor is the table's rule for a failure of class for method, if any.
+func ruleFor(method string, class backends.Class) (errorRule, bool) {
+	for _, r := range errorRules {
+		if r.class == class && slices.Contains(r.methods, method) {
+			return r, true
+		}
+	}
+	return errorRule{}, false
 }

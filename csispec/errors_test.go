@@ -18,11 +18,16 @@ const errorsDoc = "../docs/errors.md"
 // renderErrorTable is the generated part of docs/errors.md.
 func renderErrorTable() string {
 	var b strings.Builder
-	b.WriteString("| RPC | backend failure (class) | caller gets | why |\n|---|---|---|---|\n")
+	b.WriteString("| RPC | backend failure (class) | caller gets | applies under `repair:` | why |\n|---|---|---|---|---|\n")
 	for _, r := range errorRules {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", strings.Join(r.methods, "<br>"), r.class, r.code, r.why)
+		applies := "plugin"
+		if r.required {
+			applies = "plugin, spec"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", strings.Join(r.methods, "<br>"), r.class, r.code, applies, r.why)
 	}
-	b.WriteString("\nEvery other failure, for every RPC:\n\n| backend failure (class) | caller gets |\n|---|---|\n")
+	b.WriteString("\nEvery other failure, for every RPC (under `repair: spec` and `none`, a driver's own status keeps its code; " +
+		"these are the codes of the failures the gateway itself reports, and of every failure under `plugin`):\n\n| backend failure (class) | caller gets |\n|---|---|\n")
 	for c := backends.ClassInternal; c <= backends.ClassUnimplemented; c++ {
 		fmt.Fprintf(&b, "| %s | %s |\n", c, c.Code())
 	}

@@ -43,6 +43,9 @@ type Call struct {
 	resp   proto.Message
 	respOf []byte
 
+	// repaired is what the gateway changed in the backend's answer (noteRepair); nil: nothing.
+	repaired *repair
+
 	scrubber *redact.Scrubber
 	redactor *redact.Redactor // finds the request's secret values for Scrub; nil: Scrub does nothing
 	ids      map[string]string

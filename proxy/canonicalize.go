@@ -17,13 +17,22 @@ import (
 // maxMessageBytes bounds the message of every status the gateway returns.
 const maxMessageBytes = 1024
 
-// canonicalize turns whatever error the rest of the chain returns into the status the CSI
-// spec requires for the call's method (csispec.ErrorCode): a code from the table, a non-empty
-// message of at most 1 KiB with the request's secret values scrubbed out, and no details.
-// When the table says OK (deleting what is already gone), the caller gets an empty response.
+// canonicalize turns whatever error the rest of the chain returns into the status the caller
+// gets, as the repair setting of the call's backend says (repairs; a backend not listed, and
+// a call no backend saw, take plugin):
 //
-// Methods the gateway does not know are not CSI: their statuses pass through untouched.
-func canonicalize(r *redact.Redactor) Middleware {
+//   - plugin: the status the CSI spec requires for the call's method (csispec.ErrorCode): a
+//     code from the table, a non-empty message of at most 1 KiB, and no details. When the
+//     table says OK (deleting what is already gone), the caller gets an empty response.
+//   - spec and none: the backend's own answer (backends.Error.Answer) as answerOf passes it;
+//     a failure the gateway met itself (the backend unreachable, a deadline) as under plugin,
+//     with only the rules the spec requires (spec) or none of them (none).
+//
+// In every setting the request's secret values are scrubbed out of the message, and what the
+// gateway changed is recorded on the call (noteRepair) beside the backend's own code and
+// (scrubbed) message. Methods the gateway does not know are not CSI: their statuses pass
+// through untouched.
+func canonicalize(r *redact.Redactor, repairs map[string]Repair) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
 			err := next(ctx, call)
@@ -35,18 +44,58 @@ func canonicalize(r *redact.Redactor) Middleware {
 					return st.Err()
 				}
 			}
+			setting := repairs[call.Backend]
+			if setting == "" {
+				setting = RepairPlugin
+			}
+			scrub := call.secrets(r)
+			var be *backends.Error
+			if errors.As(err, &be) && be.Answer != nil && setting != RepairPlugin {
+				st, kinds := answerOf(call.Method, call.Backend, setting, be.Answer, scrub)
+				call.noteRepair(be.Answer.Code(), scrub.Scrub(be.Answer.Message()), kinds)
+				if st.Code() == codes.OK {
+					call.Response = []byte{} // the method's empty response message
+					return nil
+				}
+				return st.Err()
+			}
 			class := backends.ClassOf(err)
 			if ctx.Err() != nil && class != backends.ClassDeadline {
 				class = callerGone(ctx)
 			}
-			code := csispec.ErrorCode(call.Method, class)
+			code := codeFor(setting, call.Method, class)
+			raw := messageOf(err, class)
+			full := scrub.Scrub(raw)
+			theirs, theirMsg, hadDetails := class.Code(), full, false
+			if be != nil && be.Answer != nil {
+				theirs, theirMsg, hadDetails = be.Answer.Code(), scrub.Scrub(be.Answer.Message()), len(be.Answer.Proto().GetDetails()) > 0
+			}
+			kinds := pluginChanges(theirs, theirMsg, hadDetails, code, full)
+			if full != raw {
+				kinds = append(kinds, repairSecret)
+			}
+			call.noteRepair(theirs, theirMsg, kinds)
 			if code == codes.OK {
 				call.Response = []byte{} // the method's empty response message
 				return nil
 			}
-			return status.Error(code, boundMessage(call.secrets(r).Scrub(messageOf(err, class))))
+			return status.Error(code, boundMessage(full))
 		}
 	}
+}
+
+// codeFor is the code of a failure of class for method that is not the backend's own answer
+// (or any failure, under plugin), under the repair setting.
+func codeFor(setting Repair, method string, class backends.Class) codes.Code {
+	switch setting {
+	case RepairPlugin:
+		return csispec.ErrorCode(method, class)
+	case RepairSpec:
+		if code, ok := csispec.RequiredCode(method, class); ok {
+			return code
+		}
+	}
+	return class.Code()
 }
 
 // deadlineSlack is how close to its deadline a cancelled call counts as timed out: a caller

@@ -184,7 +184,7 @@ func TestCanonicalize(t *testing.T) {
 				ctx = context.Background()
 			}
 			call := &Call{Method: tt.method, info: lookupMethod(tt.method)}
-			h := canonicalize(redact.NewRedactor())(func(context.Context, *Call) error {
+			h := canonicalize(redact.NewRedactor(), nil)(func(context.Context, *Call) error {
 				call.Response = tt.resp
 				return tt.err
 			})
@@ -260,7 +260,7 @@ func TestCanonicalizeScrubsSecrets(t *testing.T) {
 			if call.info == nil {
 				t.Fatal("CreateVolume is not known")
 			}
-			h := canonicalize(redact.NewRedactor())(func(context.Context, *Call) error { return tt.err })
+			h := canonicalize(redact.NewRedactor(), nil)(func(context.Context, *Call) error { return tt.err })
 			st := status.Convert(h(context.Background(), call))
 			if st.Code() != tt.want || st.Message() != tt.wantMsg {
 				t.Errorf("got %v %q, want %v %q", st.Code(), st.Message(), tt.want, tt.wantMsg)

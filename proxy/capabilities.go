@@ -118,16 +118,22 @@ func (c *capabilityCache) get(ctx context.Context, backend string, kind csispec.
 	}
 }
 
-// fetch asks backend for one capability set. The fetch counts no attempt against the call
-// that needed it.
+// fetch asks backend for one capability set. The fetch is the gateway's own call, made for
+// every caller: it carries none of the metadata of the caller that needed it (its custom
+// keys, its trace context), only the caller's cancellation and deadline, which end it. It
+// counts no attempt against that call.
 func (c *capabilityCache) fetch(ctx context.Context, backend string, kind csispec.CapKind) (csispec.CapSet, error) {
 	be := c.backends[backend]
 	if be == nil {
 		return nil, backends.Errorf(backends.ClassInternal, "no backend named %q", backend)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	if err := ctx.Err(); err != nil {
+		return nil, err // context.AfterFunc below would cancel the fetch only once it started
+	}
+	own, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	ctx, _ = backends.WithCallInfo(ctx)
+	defer context.AfterFunc(ctx, cancel)()
+	ctx, _ = backends.WithCallInfo(own)
 	raw, err := be.Unary(ctx, kind.Method(), []byte{})
 	if err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ func TestCapabilityCacheFailsOpen(t *testing.T) {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
 	bes := map[string]backends.Backend{"fake": fake}
 	logger := slog.New(slog.NewJSONHandler(&log, nil))
-	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, logger), canonicalize(redact.NewRedactor()))
+	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, nil, logger), canonicalize(redact.NewRedactor(), nil))
 
 	for range 2 {
 		if _, err := runValidated(t, h, "/csi.v1.Controller/ListVolumes", &csi.ListVolumesRequest{}); err != nil {
@@ -220,7 +220,7 @@ func TestCapabilityUnroutedMethod(t *testing.T) {
 	routes := routeTable{{Methods: []string{"/csi.v1.Node/*"}, Backend: "fake"}}
 	caps := valAllCaps()
 	bes := map[string]backends.Backend{"fake": validationFake(caps, nil)}
-	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)), canonicalize(redact.NewRedactor()))
+	h := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, nil, slog.New(slog.DiscardHandler)), canonicalize(redact.NewRedactor(), nil))
 	_, err := runValidated(t, h, "/csi.v1.Controller/DeleteVolume", &csi.DeleteVolumeRequest{VolumeId: "v"})
 	checkRefusal(t, err, codes.Unimplemented, "no route for /csi.v1.Controller/DeleteVolume")
 	if n := caps.fetchCount(); n != 0 {

@@ -26,7 +26,7 @@ import (
 // listing guard and dispatch, in front of fake.
 func listingHandler(fake backends.Backend) Handler {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
-	return chain(dispatch(routes, map[string]backends.Backend{"fake": fake}), canonicalize(redact.NewRedactor()), guardListings())
+	return chain(dispatch(routes, map[string]backends.Backend{"fake": fake}), canonicalize(redact.NewRedactor(), nil), guardListings())
 }
 
 // TestPageTokensOf: exactly the four paged List methods have page tokens.

@@ -14,7 +14,8 @@ import (
 )
 
 // logCalls writes one line per call when it ends: method, code, duration, caller, the IDs
-// the request names, backend and attempts; at debug level also the request and response,
+// the request names, backend and attempts; when the gateway answered otherwise than the
+// backend, the backend's code and (scrubbed) message and what was repaired; at debug level also the request and response,
 // redacted by schema (secrets, mount flags, context values) and scrubbed of the request's
 // secret values. Error messages have already been scrubbed by canonicalize.
 func logCalls(log *slog.Logger, r *redact.Redactor) Middleware {
@@ -49,6 +50,7 @@ func logCalls(log *slog.Logger, r *redact.Redactor) Middleware {
 			if err != nil {
 				attrs = append(attrs, slog.String("error", st.Message()))
 			}
+			attrs = append(attrs, call.repaired.logAttrs()...)
 			if log.Enabled(ctx, slog.LevelDebug) {
 				req, _ := call.DecodedRequest()
 				attrs = append(attrs, payloadAttrs(call, req, r)...)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,11 +15,13 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends"
 )
 
-// The sidecar histogram is the one the Kubernetes CSI sidecars record through csi-lib-utils'
-// metrics package (NewCSIMetricsManagerForSidecar): subsystem "csi_sidecar", name
-// "operations_seconds", labels driver_name, method_name (the full gRPC method) and
-// grpc_status_code (codes.Code.String()), and these buckets. Keeping all four identical lets
-// the dashboards and alerts written for the sidecars read the gateway unchanged.
+// The gateway's per-call histogram, csigw_operations_seconds, has the labels and buckets of
+// the one the Kubernetes CSI sidecars record through csi-lib-utils' metrics package
+// (csi_sidecar_operations_seconds: driver_name, method_name (the full gRPC method),
+// grpc_status_code (codes.Code.String())) under a name of its own: a sidecar and a
+// csi-lib-utils driver in the same pod export theirs, and a dashboard summing by method would
+// count every call twice. docs/operations.md shows how to read it with the sidecars'
+// dashboards (a recording rule).
 var sidecarOperationsBuckets = []float64{.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600}
 
 // backendRequestBuckets are the sidecar buckets with a finer low end: most backend calls
@@ -42,12 +45,14 @@ const (
 // the 17 gRPC codes, backend is a configured backend name; no volume, snapshot or node ID and
 // no caller ever becomes a label. All methods are safe for concurrent use, and none blocks.
 type Metrics struct {
-	driverName string
+	driverName string   // the configured driver_name, "" when it is learnt
+	learnt     sync.Map // backend name → driver name its GetPluginInfo answered
 	known      methodTable
 	registry   prometheus.Registerer
 	gatherer   prometheus.Gatherer
 
-	operations      *prometheus.HistogramVec // csi_sidecar_operations_seconds
+	operations      *prometheus.HistogramVec // csigw_operations_seconds
+	repairs         *prometheus.CounterVec   // csigw_repairs_total
 	backendRequests *prometheus.CounterVec   // csigw_backend_requests_total
 	backendSeconds  *prometheus.HistogramVec // csigw_backend_request_seconds
 	attempts        *prometheus.CounterVec   // csigw_backend_attempts_total
@@ -60,7 +65,10 @@ type Metrics struct {
 
 // NewMetrics registers the gateway's metrics, and the Go runtime and process collectors, with
 // reg; a nil reg gets a fresh registry. driverName is the driver_name label of
-// csi_sidecar_operations_seconds ("unknown-driver" when empty, as in csi-lib-utils).
+// csigw_operations_seconds; when empty, each backend's label is the name its driver last
+// answered GetPluginInfo with ("unknown-driver" until then, as in csi-lib-utils). The Go
+// runtime and process metrics carry the prefix csigw_ too (csigw_go_goroutines, ...), so no
+// series of the gateway's has the name of one a sidecar or driver in the same pod exports.
 //
 // Pass a fresh prometheus.NewRegistry() (the gateway keeps no global state): NewMetrics
 // panics if reg already holds a metric of the same name, which is a programming error. Handler
@@ -69,18 +77,19 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	if driverName == "" {
-		driverName = unknownDriverName
-	}
 	m := &Metrics{
 		driverName: driverName,
 		registry:   reg,
 		known:      newMethodTable(),
 		operations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "csi_sidecar_operations_seconds",
-			Help:    "Container Storage Interface operation duration with gRPC error code status total",
+			Name:    "csigw_operations_seconds",
+			Help:    "Container Storage Interface operation duration with gRPC error code status total, as the gateway answered them (csi_sidecar_operations_seconds' labels and buckets).",
 			Buckets: sidecarOperationsBuckets,
 		}, []string{"driver_name", "method_name", "grpc_status_code"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "csigw_repairs_total",
+			Help: "Changes the gateway made to a backend's answer, by kind (code, message, message-cut, details, secret, answer).",
+		}, []string{"backend", "method_name", "kind"}),
 		backendRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "csigw_backend_requests_total",
 			Help: "Calls the gateway routed to a backend, by the gRPC code the caller got.",
@@ -112,8 +121,10 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 		}, []string{"backend"}),
 	}
 	reg.MustRegister(
-		m.operations, m.backendRequests, m.backendSeconds, m.attempts, m.retries,
+		m.operations, m.repairs, m.backendRequests, m.backendSeconds, m.attempts, m.retries,
 		m.inFlight, m.certExpiry, m.backendReady,
+	)
+	prometheus.WrapRegistererWithPrefix("csigw_", reg).MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -131,6 +142,7 @@ type outcome struct {
 	duration   time.Duration
 	backend    string // "" when no backend saw the call (refused, unroutable)
 	attempts   int    // requests sent to the backend, retries included
+	repairs    []string
 }
 
 // record records one finished call. It never blocks: it only updates counters.
@@ -138,9 +150,12 @@ func (m *Metrics) record(o outcome) {
 	method := m.methodLabel(o.fullMethod)
 	code := codeLabel(o.code)
 	seconds := o.duration.Seconds()
-	m.operations.WithLabelValues(m.driverName, method, code).Observe(seconds)
+	m.operations.WithLabelValues(m.driverNameOf(o.backend), method, code).Observe(seconds)
 	if o.backend == "" {
 		return // refused or unroutable: no backend saw the call
+	}
+	for _, kind := range o.repairs {
+		m.repairs.WithLabelValues(o.backend, method, kind).Inc()
 	}
 	m.backendRequests.WithLabelValues(o.backend, method, code).Inc()
 	m.backendSeconds.WithLabelValues(o.backend, method).Observe(seconds)
@@ -164,13 +179,50 @@ func (m *Metrics) Measure() Middleware {
 			m.inFlight.Inc()
 			defer m.inFlight.Dec()
 			err := next(ctx, call)
+			if err == nil && call.Method == getPluginInfoMethod && call.Backend != "" {
+				m.learnDriverName(call)
+			}
+			var repairs []string
+			if call.repaired != nil {
+				repairs = call.repaired.kinds
+			}
 			m.record(outcome{
 				fullMethod: call.Method, code: status.Code(err), duration: time.Since(call.Start),
-				backend: call.Backend, attempts: backends.CallInfoFrom(ctx).Attempts(),
+				backend: call.Backend, attempts: backends.CallInfoFrom(ctx).Attempts(), repairs: repairs,
 			})
 			return err
 		}
 	}
+}
+
+// getPluginInfoMethod is the call whose answer names the driver.
+const getPluginInfoMethod = "/csi.v1.Identity/GetPluginInfo"
+
+// learnDriverName keeps the name a backend's GetPluginInfo answer gives, for driver_name.
+func (m *Metrics) learnDriverName(call *Call) {
+	resp, err := call.DecodedResponse()
+	if err != nil || resp == nil {
+		return
+	}
+	fd := resp.ProtoReflect().Descriptor().Fields().ByName("name")
+	if fd == nil {
+		return
+	}
+	if name := resp.ProtoReflect().Get(fd).String(); name != "" {
+		m.learnt.Store(call.Backend, name)
+	}
+}
+
+// driverNameOf is the driver_name of a call routed to backend: the configured name, else the
+// name the backend's driver gave, else "unknown-driver".
+func (m *Metrics) driverNameOf(backend string) string {
+	if m.driverName != "" {
+		return m.driverName
+	}
+	if name, ok := m.learnt.Load(backend); ok {
+		return name.(string)
+	}
+	return unknownDriverName
 }
 
 // SetCertificateExpiry records when the TLS certificate known as name (a listener or backend

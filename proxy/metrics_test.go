@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 )
 
 // scrape GETs h over a real HTTP server, as Prometheus does, and parses the text exposition.
@@ -103,7 +104,7 @@ func TestMetricsRecord(t *testing.T) {
 	}
 	fams := scrape(t, m.Handler())
 
-	const ops = "csi_sidecar_operations_seconds"
+	const ops = "csigw_operations_seconds"
 	if typ := fams[ops].GetType(); typ != dto.MetricType_HISTOGRAM {
 		t.Fatalf("%s is %v, want a histogram", ops, typ)
 	}
@@ -182,10 +183,18 @@ func TestMetricsRecord(t *testing.T) {
 		t.Errorf("csigw_backend_request_seconds buckets = %v, want 5 ms .. 600 s with the 50 ms call first in le=0.05", b)
 	}
 
-	// The Go and process collectors share the registry.
-	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_start_time_seconds"} {
+	// The Go and process collectors share the registry, under the gateway's prefix.
+	for _, name := range []string{"csigw_go_goroutines", "csigw_go_memstats_alloc_bytes", "csigw_process_start_time_seconds"} {
 		if fams[name] == nil {
 			t.Errorf("%s is missing from the scrape", name)
+		}
+	}
+	// Nothing a sidecar or a csi-lib-utils driver in the same pod exports: their
+	// csi_sidecar_* / csi_plugin_* histograms, go_*, process_*, workqueue_*, rest_client_*,
+	// leader_election_*: every name of the gateway's has its own prefix.
+	for name := range fams {
+		if !strings.HasPrefix(name, "csigw_") {
+			t.Errorf("%s: a name a sidecar or driver in the same pod may export too", name)
 		}
 	}
 
@@ -212,8 +221,38 @@ func TestMetricsDriverNameDefault(t *testing.T) {
 	m.record(outcome{fullMethod: "/csi.v1.Identity/Probe", code: codes.OK})
 	fams := scrape(t, m.Handler())
 	want := map[string]string{"driver_name": "unknown-driver", "method_name": "/csi.v1.Identity/Probe", "grpc_status_code": "OK"}
-	if s := series(fams, "csi_sidecar_operations_seconds", want); s.GetHistogram().GetSampleCount() != 1 {
-		t.Errorf("no single sample for %v in %v", want, fams["csi_sidecar_operations_seconds"])
+	if s := series(fams, "csigw_operations_seconds", want); s.GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("no single sample for %v in %v", want, fams["csigw_operations_seconds"])
+	}
+}
+
+// TestMetricsDriverNameLearnt: without a configured name, driver_name is what the backend's
+// GetPluginInfo answered; a configured name wins.
+func TestMetricsDriverNameLearnt(t *testing.T) {
+	info, err := proto.Marshal(&csi.GetPluginInfoResponse{Name: "hostpath.csi.k8s.io", VendorVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ configured, want string }{{"", "hostpath.csi.k8s.io"}, {"configured.example.com", "configured.example.com"}} {
+		m := NewMetrics(tc.configured, nil)
+		methods := newMethodTable()
+		h := m.Measure()(func(_ context.Context, call *Call) error {
+			call.Backend = "driver"
+			if call.Method == getPluginInfoMethod {
+				call.Response = info
+			}
+			return nil
+		})
+		for _, method := range []string{getPluginInfoMethod, "/csi.v1.Identity/Probe"} {
+			if err := h(context.Background(), &Call{Method: method, Start: time.Now(), info: methods[method]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fams := scrape(t, m.Handler())
+		want := map[string]string{"driver_name": tc.want, "method_name": "/csi.v1.Identity/Probe", "grpc_status_code": "OK"}
+		if s := series(fams, "csigw_operations_seconds", want); s.GetHistogram().GetSampleCount() != 1 {
+			t.Errorf("configured %q: no single sample for %v in %v", tc.configured, want, fams["csigw_operations_seconds"])
+		}
 	}
 }
 
@@ -294,7 +333,7 @@ func testMetricsThroughServer(t *testing.T, tr Transport) {
 	fams := scrape(t, m.Handler())
 	for _, method := range []string{"/csi.v1.Controller/CreateVolume", "/csi.v1.Controller/ControllerGetVolume"} {
 		labels := map[string]string{"driver_name": "csi.example.com", "method_name": method, "grpc_status_code": "OK"}
-		if n := series(fams, "csi_sidecar_operations_seconds", labels).GetHistogram().GetSampleCount(); n != 1 {
+		if n := series(fams, "csigw_operations_seconds", labels).GetHistogram().GetSampleCount(); n != 1 {
 			t.Errorf("%s counted %d times, want 1", method, n)
 		}
 	}

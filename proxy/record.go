@@ -31,6 +31,13 @@ type CallRecord struct {
 	Backend  string            `json:"backend,omitempty"`
 	Attempts int               `json:"attempts,omitempty"`
 	TraceID  string            `json:"trace_id,omitempty"`
+	// BackendCode and BackendMessage are the backend's own answer when the caller got another
+	// status (the backend's message scrubbed of the request's secrets like Message), and
+	// Repairs what the gateway changed (code, message, message-cut, details, secret, answer;
+	// see Repair); all empty when the caller got what the backend said.
+	BackendCode    string   `json:"backend_code,omitempty"`
+	BackendMessage string   `json:"backend_message,omitempty"`
+	Repairs        []string `json:"repairs,omitempty"`
 }
 
 // CallObserver receives a record of every call when it ends. Observe is called on the
@@ -73,6 +80,9 @@ func newCallRecord(ctx context.Context, call *Call, err error) CallRecord {
 		rec.Caller = id.String()
 	}
 	rec.IDs = call.IDs()
+	if r := call.repaired; r != nil {
+		rec.BackendCode, rec.BackendMessage, rec.Repairs = r.code.String(), r.message, r.kinds
+	}
 	return rec
 }
 

@@ -88,6 +88,7 @@ type flight struct {
 	resp     []byte
 	err      error
 	backend  string
+	repaired *repair     // what the gateway changed in the backend's answer
 	expired  bool        // it ended at (or within deadlineSlack of) its deadline
 	credited atomic.Bool // the attempts have been added to one caller's CallInfo
 }
@@ -217,7 +218,7 @@ func (s *Serializer) run(f *flight, call *Call, h Handler) {
 	}
 	s.mu.Unlock()
 
-	f.resp, f.err, f.backend, f.expired = shared.Response, err, shared.Backend, expired
+	f.resp, f.err, f.backend, f.repaired, f.expired = shared.Response, err, shared.Backend, shared.repaired, expired
 	close(f.done)
 }
 
@@ -246,7 +247,7 @@ func (s *Serializer) wait(ctx context.Context, call *Call, f *flight) error {
 	if f.err != nil && f.outlivedBy(ctx) {
 		return errFlightExpired
 	}
-	call.Response, call.Backend = f.resp, f.backend
+	call.Response, call.Backend, call.repaired = f.resp, f.backend, f.repaired
 	return f.err
 }
 

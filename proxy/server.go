@@ -50,6 +50,9 @@ type Options struct {
 	// Tenancy is the ledger of a gateway shared by tenants (see ListenerPolicy.Tenant and
 	// auth.ClientRule.Tenant); nil: no caller may act for a tenant.
 	Tenancy *tenancy.Ledger
+	// Repairs are what the gateway may change in each backend's answers, by backend name
+	// (see Repair); a backend not listed takes RepairPlugin.
+	Repairs map[string]Repair
 	// Limits are the hard limits of every listener, on either transport (see TransportLimits); zero
 	// fields take the defaults.
 	Limits TransportLimits
@@ -137,10 +140,10 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 		s.opts.Metrics.Measure(),
 		confine(p),
 		limitDeadlines(s.opts.Timeouts),
-		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Log),
+		validate(s.opts.Validation, s.routes, s.opts.Backends, s.opts.Repairs, s.opts.Log),
 		s.serialize(),
 		scopeTenants(s.opts.Tenancy, s.methods),
-		canonicalize(s.redactor),
+		canonicalize(s.redactor, s.opts.Repairs),
 		guardListings(),
 	)
 }

@@ -37,7 +37,9 @@ func TracingStatsHandler(tp trace.TracerProvider, prop propagation.TextMapPropag
 // what the gateway learnt about the call when it ends: the IDs the request names
 // (csi.volume_id, csi.snapshot_id, csi.node_id, csi.name, ... as requestIDs finds them), the
 // backend (csi.backend, a key shared with the backends' client spans: backends.AttrBackend)
-// and how many attempts it took (csi.attempt) and, on failure, the span status Error with the
+// and how many attempts it took (csi.attempt), when the gateway answered otherwise than the
+// backend the backend's own code and scrubbed message (csi.backend.status_code,
+// csi.backend.status_message) and what it changed (csi.repairs) and, on failure, the span status Error with the
 // status message the caller gets. The code the caller got is otelgrpc's
 // rpc.response.status_code (semantic conventions v1.43.0, like every rpc.* attribute of the
 // span): the gateway adds no rpc.* attribute of its own.
@@ -67,6 +69,11 @@ func annotateSpan(r *redact.Redactor) Middleware {
 			if call.Backend != "" {
 				attrs = append(attrs, backends.AttrBackend.String(call.Backend),
 					backends.AttrAttempt.Int(backends.CallInfoFrom(ctx).Attempts()))
+			}
+			if rp := call.repaired; rp != nil {
+				attrs = append(attrs, attribute.String("csi.backend.status_code", rp.code.String()),
+					attribute.String("csi.backend.status_message", rp.message),
+					attribute.StringSlice("csi.repairs", rp.kinds))
 			}
 			span.SetAttributes(attrs...)
 			if err != nil {

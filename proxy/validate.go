@@ -63,11 +63,11 @@ func (m *ValidationMode) UnmarshalText(text []byte) error {
 // own (no details, a bounded message, no value from the request), and the answer it checks is
 // the one the caller would get (DeleteVolume of a missing volume already made OK). Capabilities are fetched from the routed backend and cached (capabilityCache);
 // when they cannot be fetched, calls are not gated (fail open) and the failure is logged.
-func validate(mode ValidationMode, routes routeTable, bes map[string]backends.Backend, log *slog.Logger) Middleware {
+func validate(mode ValidationMode, routes routeTable, bes map[string]backends.Backend, repairs map[string]Repair, log *slog.Logger) Middleware {
 	if mode != ValidationEnforce && mode != ValidationWarn {
 		return func(next Handler) Handler { return next }
 	}
-	v := &validator{mode: mode, routes: routes, caps: newCapabilityCache(bes, log, defaultCapabilityRefresh), log: log}
+	v := &validator{mode: mode, routes: routes, caps: newCapabilityCache(bes, log, defaultCapabilityRefresh), repairs: repairs, log: log}
 	return v.middleware
 }
 
@@ -76,7 +76,10 @@ type validator struct {
 	mode   ValidationMode
 	routes routeTable
 	caps   *capabilityCache
-	log    *slog.Logger
+	// repairs are the backends' repair settings: a backend with none has its answers checked
+	// as in warn mode (logged, passed on).
+	repairs map[string]Repair
+	log     *slog.Logger
 }
 
 func (v *validator) middleware(next Handler) Handler {
@@ -102,14 +105,14 @@ func (v *validator) middleware(next Handler) Handler {
 		}
 		resp, err := decodeResponse(call) // a nil Response is the empty message
 		if err != nil {
-			return v.refuse(ctx, call, backend, "response", []csispec.Violation{{Code: csispec.ResponseCode(call.Method),
+			return v.refuseAnswer(ctx, call, backend, []csispec.Violation{{Code: csispec.ResponseCode(call.Method),
 				Msg: fmt.Sprintf("the answer is not a valid %s: %v", call.info.desc.Output().FullName(), err)}})
 		}
 		if backend != "" {
 			v.caps.learn(backend, call.Method, resp)
 		}
 		if vs := v.checkResponse(ctx, call.Method, backend, req, resp); len(vs) > 0 {
-			return v.refuse(ctx, call, backend, "response", vs)
+			return v.refuseAnswer(ctx, call, backend, vs)
 		}
 		return nil
 	}
@@ -136,11 +139,31 @@ func (v *validator) checkResponse(ctx context.Context, method, backend string, r
 	return csispec.CheckResponse(ctx, method, req, resp, backend, v.caps)
 }
 
+// refuseAnswer acts on the rules a backend's answer breaks, as refuse does; the answer of a
+// backend whose repair setting is none passes, logged, and a refused answer is a repair of
+// the call (the backend said OK).
+func (v *validator) refuseAnswer(ctx context.Context, call *Call, backend string, vs []csispec.Violation) error {
+	mode := v.mode
+	if v.repairs[backend] == RepairNone {
+		mode = ValidationWarn
+	}
+	err := v.refuseAs(ctx, mode, call, backend, "response", vs)
+	if err != nil {
+		call.noteRepair(codes.OK, "", []string{repairAnswer})
+	}
+	return err
+}
+
 // refuse acts on broken rules: in enforce mode it returns the status the caller gets; in warn
 // mode it logs what enforce would have refused and returns nil.
 func (v *validator) refuse(ctx context.Context, call *Call, backend, side string, vs []csispec.Violation) error {
+	return v.refuseAs(ctx, v.mode, call, backend, side, vs)
+}
+
+// refuseAs is refuse in mode.
+func (v *validator) refuseAs(ctx context.Context, mode ValidationMode, call *Call, backend, side string, vs []csispec.Violation) error {
 	msg := describe(call, backend, side, vs)
-	if v.mode == ValidationWarn {
+	if mode == ValidationWarn {
 		v.log.LogAttrs(ctx, slog.LevelWarn, "validation",
 			slog.String("method", call.MethodName()),
 			slog.String("backend", backend),

@@ -131,7 +131,7 @@ func valForwarded(f *serverFake) []string {
 func validationHandler(mode ValidationMode, fake backends.Backend, log *slog.Logger) Handler {
 	routes := routeTable{{Methods: []string{"*"}, Backend: "fake"}}
 	bes := map[string]backends.Backend{"fake": fake}
-	return chain(dispatch(routes, bes), validate(mode, routes, bes, log), canonicalize(redact.NewRedactor()))
+	return chain(dispatch(routes, bes), validate(mode, routes, bes, nil, log), canonicalize(redact.NewRedactor(), nil))
 }
 
 // runValidated sends req to method through h and returns the raw answer and the error.
@@ -345,8 +345,8 @@ func TestValidateRefusalSurvivesCanonicalize(t *testing.T) {
 		{valAllCaps().without(csispec.ControllerCap(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)), &csi.DeleteVolumeRequest{VolumeId: "v"}, codes.Unimplemented},
 	} {
 		bes := map[string]backends.Backend{"fake": validationFake(tc.caps, nil)}
-		inner := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
-		outer := chain(dispatch(routes, bes), canonicalize(redact.NewRedactor()), validate(ValidationEnforce, routes, bes, slog.New(slog.DiscardHandler)))
+		inner := chain(dispatch(routes, bes), validate(ValidationEnforce, routes, bes, nil, slog.New(slog.DiscardHandler)))
+		outer := chain(dispatch(routes, bes), canonicalize(redact.NewRedactor(), nil), validate(ValidationEnforce, routes, bes, nil, slog.New(slog.DiscardHandler)))
 		_, errIn := runValidated(t, inner, "/csi.v1.Controller/DeleteVolume", tc.req)
 		_, errOut := runValidated(t, outer, "/csi.v1.Controller/DeleteVolume", tc.req)
 		if status.Code(errIn) != tc.code || status.Convert(errIn).Message() != status.Convert(errOut).Message() || status.Code(errOut) != tc.code {

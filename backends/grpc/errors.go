@@ -25,8 +25,8 @@ func (b *Backend) classify(ctx context.Context, t *target, err error, reached bo
 	if errors.As(err, &be) {
 		return be
 	}
-	st, ok := status.FromError(err)
-	if !ok {
+	st, answered := status.FromError(err)
+	if !answered {
 		st = status.FromContextError(err)
 	}
 	code, msg := st.Code(), st.Message()
@@ -48,7 +48,11 @@ func (b *Backend) classify(ctx context.Context, t *target, err error, reached bo
 	if msg == "" {
 		msg = fmt.Sprintf("the driver returned %s without a message", code)
 	}
-	return b.newError(backends.ClassFromCode(code), err, "%s%s", what, msg)
+	answer := b.newError(backends.ClassFromCode(code), err, "%s%s", what, msg)
+	if answered {
+		answer.Answer = st // the driver's own answer, details and all
+	}
+	return answer
 }
 
 // deadlinePassed reports whether ctx's deadline has passed. It does not wait for ctx.Err: the

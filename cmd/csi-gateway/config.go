@@ -51,9 +51,8 @@ type AdminConfig struct {
 	// Listen is host:port; empty turns the admin listener off. Keep it on loopback or a
 	// network only operators reach: the tap shows every call (redacted).
 	Listen string `mapstructure:"listen"`
-	// DriverName is the driver_name label of csi_sidecar_operations_seconds: the name the
-	// driver behind the gateway reports in GetPluginInfo, so the Kubernetes CSI dashboards
-	// can select the gateway's series. Empty: "unknown-driver".
+	// DriverName is the driver_name label of csigw_operations_seconds. Empty: the name each
+	// backend's driver answered GetPluginInfo with ("unknown-driver" until it has).
 	DriverName string `mapstructure:"driverName"`
 	// RemoteTap serves the tap to peers on any address; false (the default): to loopback
 	// peers only, while /metrics, /healthz and /readyz answer every peer.
@@ -148,6 +147,9 @@ type BackendAuthConfig struct {
 // BackendConfig is one backend; which fields apply depends on Type.
 type BackendConfig struct {
 	Type string `mapstructure:"type"` // grpc | rest | embedded
+	// Repair is what the gateway may change in the backend's answers: plugin, spec or none
+	// (proxy.Repair, docs/tap.md); "" is spec for grpc, plugin for the others.
+	Repair proxy.Repair `mapstructure:"repair"`
 	// grpc
 	Target  string   `mapstructure:"target"`
 	Targets []string `mapstructure:"targets"` // failover order; Target is the one-target shorthand

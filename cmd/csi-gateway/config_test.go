@@ -295,6 +295,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"unknown protocol", "backends: {a: {type: rest, protocol: swordfish, urls: ['https://a']}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.protocol: "swordfish" is not connect or csp`},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "unix://relative.sock"}, `CSI_ENDPOINT: endpoint "unix://relative.sock": a unix socket path must be absolute`},
 		{"listener without endpoint", "listeners: [{socketMode: '0660'}]", nil, "listeners[0].endpoint: required"},
+		{"unknown repair", "backends: {a: {type: grpc, target: 'unix:///d.sock', repair: always}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.repair: unknown repair setting "always"; use plugin, spec or none`},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,8 +132,12 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 			log.Warn("tenancy.tokenKeyFile is not set: tenants' listing tokens (next_token) are sealed with a random key of this process, so they do not survive a restart and other replicas refuse them (ABORTED: the caller restarts its listing)")
 		}
 	}
+	repairs := make(map[string]proxy.Repair, len(cfg.Backends))
+	for name, b := range cfg.Backends {
+		repairs[name] = cmp.Or(b.Repair, proxy.DefaultRepair(b.Type))
+	}
 	srv, err := proxy.NewServer(proxy.Options{
-		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys,
+		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys, Repairs: repairs,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
 		Validation: cfg.Validation, Tenancy: ledger, Transport: cfg.Transport, Limits: cfg.Limits,
 		// Always, even with tracing off: it carries callers' trace context through.

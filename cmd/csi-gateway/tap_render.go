@@ -70,7 +70,7 @@ var tapColumns = []struct {
 	name  string
 	width int
 }{
-	{"TIME", 12}, {"METHOD", 27}, {"CODE", 18}, {"MS", 8}, {"VOLUME/ID", 32}, {"BACKEND", 12}, {"TRACE", 8},
+	{"TIME", 12}, {"METHOD", 27}, {"CODE", 30}, {"MS", 8}, {"VOLUME/ID", 32}, {"BACKEND", 12}, {"TRACE", 8},
 }
 
 func (p tapTable) header() error {
@@ -85,7 +85,7 @@ func (p tapTable) record(_ []byte, r proxy.CallRecord) error {
 	return p.row([]string{
 		r.Time.Format("15:04:05.000"), // in the gateway's zone, as its logs
 		r.Method,
-		r.CodeName,
+		codeCell(r),
 		strconv.FormatFloat(r.DurationMS, 'f', 1, 64),
 		mostSpecificID(r.IDs),
 		r.Backend,
@@ -96,6 +96,15 @@ func (p tapTable) record(_ []byte, r proxy.CallRecord) error {
 func (p tapTable) dropped(_ []byte, n uint64) error {
 	_, err := fmt.Fprintf(p.w, "-- %s dropped (tap too slow) --\n", records(n))
 	return err
+}
+
+// codeCell is the code the caller got, followed by the backend's own ("OK←NotFound") when
+// the gateway answered with another (see proxy.Repair).
+func codeCell(r proxy.CallRecord) string {
+	if r.BackendCode == "" || r.BackendCode == r.CodeName {
+		return r.CodeName
+	}
+	return r.CodeName + "←" + r.BackendCode
 }
 
 // records is "1 record" or "N records".

@@ -83,6 +83,7 @@ var tapTestRecords = []proxy.CallRecord{
 		Time: time.Date(2026, 3, 1, 12, 30, 46, 5000000, time.UTC), Method: "ControllerPublishVolume",
 		FullMethod: "/csi.v1.Controller/ControllerPublishVolume", Code: codes.FailedPrecondition, CodeName: "FailedPrecondition",
 		Message: "volume is published to node-2", DurationMS: 0.04,
+		BackendCode: "Aborted", BackendMessage: "volume is published to node-2", Repairs: []string{"code"},
 		IDs: map[string]string{"volume_id": "vol-0123456789abcdef0123456789abcdef", "node_id": "node-1"}, Backend: "a-long-backend-name",
 	},
 	{
@@ -97,14 +98,14 @@ var tapTestRecords = []proxy.CallRecord{
 	},
 }
 
-const tapTestTable = `TIME          METHOD                       CODE                      MS  VOLUME/ID                         BACKEND       TRACE
-12:30:45.123  CreateVolume                 OK                      12.3  pvc-?[2J                          array1        4bf92f35
-12:30:46.005  ControllerPublishVolume      FailedPrecondition       0.0  vol-0123456789abcdef0123456789a…  a-long-back…  -
-23:59:59.999  ModifyVolumeGroupMembership  DeadlineExceeded     30000.0  vg-1                              array2        00f067aa
+const tapTestTable = `TIME          METHOD                       CODE                                  MS  VOLUME/ID                         BACKEND       TRACE
+12:30:45.123  CreateVolume                 OK                                  12.3  pvc-?[2J                          array1        4bf92f35
+12:30:46.005  ControllerPublishVolume      FailedPrecondition←Aborted           0.0  vol-0123456789abcdef0123456789a…  a-long-back…  -
+23:59:59.999  ModifyVolumeGroupMembership  DeadlineExceeded                 30000.0  vg-1                              array2        00f067aa
 `
 
 const tapTestJSON = `{"time":"2026-03-01T12:30:45.123456789Z","method":"CreateVolume","full_method":"/csi.v1.Controller/CreateVolume","code":"OK","duration_ms":12.345,"ids":{"name":"pvc-\u001b[2J"},"backend":"array1","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"}
-{"time":"2026-03-01T12:30:46.005Z","method":"ControllerPublishVolume","full_method":"/csi.v1.Controller/ControllerPublishVolume","code":"FailedPrecondition","message":"volume is published to node-2","duration_ms":0.04,"ids":{"node_id":"node-1","volume_id":"vol-0123456789abcdef0123456789abcdef"},"backend":"a-long-backend-name"}
+{"time":"2026-03-01T12:30:46.005Z","method":"ControllerPublishVolume","full_method":"/csi.v1.Controller/ControllerPublishVolume","code":"FailedPrecondition","message":"volume is published to node-2","duration_ms":0.04,"ids":{"node_id":"node-1","volume_id":"vol-0123456789abcdef0123456789abcdef"},"backend":"a-long-backend-name","backend_code":"Aborted","backend_message":"volume is published to node-2","repairs":["code"]}
 {"time":"2026-03-01T23:59:59.999+02:00","method":"ModifyVolumeGroupMembership","full_method":"/volumegroup.Controller/ModifyVolumeGroupMembership","code":"DeadlineExceeded","duration_ms":30000,"ids":{"name":"ignored","volume_group_id":"vg-1"},"backend":"array2","trace_id":"00f067aa0ba902b700f067aa0ba902b7"}
 `
 
@@ -156,11 +157,11 @@ func TestTapDropNotices(t *testing.T) {
 	t.Cleanup(srv.Close)
 	addr := srv.Listener.Addr().String()
 	for _, tc := range []struct{ output, want string }{
-		{"table", `TIME          METHOD                       CODE                      MS  VOLUME/ID                         BACKEND       TRACE
+		{"table", `TIME          METHOD                       CODE                                  MS  VOLUME/ID                         BACKEND       TRACE
 -- 1 record dropped (tap too slow) --
-12:30:45.123  Probe                        OK                       0.2  -                                 -             -
+12:30:45.123  Probe                        OK                                   0.2  -                                 -             -
 -- 1500 records dropped (tap too slow) --
-12:30:46.000  NodeGetInfo                  OK                       1.0  -                                 -             -
+12:30:46.000  NodeGetInfo                  OK                                   1.0  -                                 -             -
 `},
 		{"json", stream},
 	} {

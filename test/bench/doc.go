@@ -24,7 +24,7 @@
 // NodePublishVolume, a GetMetadataAllocated stream) and concurrency (1, 16, 64) it runs every
 // relay for one window in turn, for several rounds, and reports the medians of p50, p99 and
 // calls/s, the relay's CPU per call (utime+stime of its process tree, from /proc), the
-// gateway's heap allocations per call (go_memstats_mallocs_total from its /metrics), each
+// gateway's heap allocations per call (csigw_go_memstats_mallocs_total from its /metrics), each
 // relay's RSS idle and at peak, and how long the gateway took to answer its first Probe. A
 // table sets the gateway's CPU per call on its two transports side by side ((b) against (g),
 // (c) against (h)): what the default, grpc-go, costs over frames.
@@ -33,7 +33,7 @@
 // (default a million; 0: none) at concurrency 16 of a mix of CreateVolume with secrets and
 // NodePublishVolume, each worker cycling through a bounded set of names, with Probe,
 // ListVolumes100 and GetMetadataAllocated among them, reading the gateway's
-// go_memstats_heap_alloc_bytes and RSS every 200 ms. The least reading over the first and over
+// csigw_go_memstats_heap_alloc_bytes and RSS every 200 ms. The least reading over the first and over
 // the last tenth of the calls estimates the live heap (right after a collection the heap is
 // what is live); the heap is flat when the last is at most the first × 1.10 + 1 MiB. The
 // full gateway runs this mix at 2,000–10,000 calls/s (2,000 on two loaded cores), so a

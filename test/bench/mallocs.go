@@ -11,7 +11,7 @@ import (
 
 // mallocsMetric is the Go runtime's count of heap allocations, which the gateway's /metrics
 // exports (proxy registers the Go collector).
-const mallocsMetric = "go_memstats_mallocs_total"
+const mallocsMetric = "csigw_go_memstats_mallocs_total"
 
 // scrapeMallocs reads mallocsMetric from the gateway's admin listener at addr.
 func scrapeMallocs(ctx context.Context, addr string) (float64, error) {

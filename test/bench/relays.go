@@ -49,7 +49,7 @@ type relay struct {
 	proc   *process // nil for direct, and for a relay not installed
 	// missing says why the relay is not measured ("not installed"); empty when it is.
 	missing string
-	// admin is the gateway's admin listener (host:port), for go_memstats_mallocs_total.
+	// admin is the gateway's admin listener (host:port), for csigw_go_memstats_mallocs_total.
 	admin string
 	// scrapeMallocs is what one /metrics scrape allocates in the gateway, taken off each window.
 	scrapeMallocs float64

@@ -87,7 +87,7 @@ func writeMethod(p *printer, res *results) {
 	p.line("- p50, p99 and calls/s are the medians of the rounds, of the calls that succeeded (failed calls")
 	p.line("  are counted under errors, and listed under the table). CPU per call is the relay's CPU over all")
 	p.line("  its windows (utime+stime of its process tree from /proc, 10 ms ticks) divided by its calls.")
-	p.line("  Allocations per call are the gateway's `go_memstats_mallocs_total` (its /metrics) over its")
+	p.line("  Allocations per call are the gateway's `csigw_go_memstats_mallocs_total` (its /metrics) over its")
 	p.line("  windows, less what a scrape allocates, divided by its calls; n/a for haproxy and socat.")
 	p.line("- RSS is VmRSS (idle: after start and one Probe) and VmHWM (peak, at the end of the run),")
 	p.line("  summed over the relay's process tree. Ready is the time from exec to the first Probe answered")

@@ -15,7 +15,7 @@ import (
 
 // heapAllocMetric is the Go runtime's heap held by objects, live or not yet collected, which
 // the gateway's /metrics exports: right after a collection it is the live heap.
-const heapAllocMetric = "go_memstats_heap_alloc_bytes"
+const heapAllocMetric = "csigw_go_memstats_heap_alloc_bytes"
 
 const (
 	// soakConcurrency is the soak's calls in flight.

@@ -118,8 +118,10 @@ func testGatewayCanary(t *testing.T, transport string) {
 		}
 		return nil
 	})
+	// repair: plugin, where the gateway cuts messages to 1 KiB: round two's padded echoes test
+	// that it scrubs before it cuts. (TestRepairSettings scrubs under spec and none.)
 	gw := startGatewayWith(t, dir, "transport: "+transport+"\n"+noValidation+fmt.Sprintf(`backends:
-  driver: {type: grpc, target: %q}
+  driver: {type: grpc, target: %q, repair: plugin}
 routes:
   - {methods: ["*"], backend: driver}
 logging: {level: debug}

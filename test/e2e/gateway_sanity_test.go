@@ -44,7 +44,7 @@ func checkSanityMetrics(t *testing.T, url string) {
 	t.Helper()
 	fams := scrapeMetrics(t, url)
 	seen := map[string]uint64{}
-	for _, m := range fams["csi_sidecar_operations_seconds"].GetMetric() {
+	for _, m := range fams["csigw_operations_seconds"].GetMetric() {
 		l := metricLabels(m)
 		if l["driver_name"] != "embedded.csi-gateway.io" {
 			t.Errorf("driver_name %q, want the configured admin.driverName", l["driver_name"])
@@ -58,10 +58,10 @@ func checkSanityMetrics(t *testing.T, url string) {
 		"/csi.v1.Identity/GetPluginInfo OK",
 	} {
 		if seen[want] == 0 {
-			t.Errorf("csi_sidecar_operations_seconds has no sample for %s after a csi-sanity run", want)
+			t.Errorf("csigw_operations_seconds has no sample for %s after a csi-sanity run", want)
 		}
 	}
-	t.Logf("csi_sidecar_operations_seconds: %d method/code series after the run", len(seen))
+	t.Logf("csigw_operations_seconds: %d method/code series after the run", len(seen))
 }
 
 // startGateway starts the gateway binary in front of the appliance reached by path

@@ -102,7 +102,7 @@ func enableMemoryController(root string) bool {
 
 // TestMemoryLimitFollowsTheCgroup: with no GOMEMLIMIT set, a gateway started in a cgroup
 // limited to 256 MiB sets its Go memory limit to 90% of it: its `memory limit` start-up line
-// says so, and the runtime's own figure, go_gc_gomemlimit_bytes on /metrics, agrees.
+// says so, and the runtime's own figure, csigw_go_gc_gomemlimit_bytes on /metrics, agrees.
 func TestMemoryLimitFollowsTheCgroup(t *testing.T) {
 	const limit = 256 << 20
 	want := int64(limit * 9 / 10)
@@ -138,7 +138,7 @@ func TestMemoryLimitFollowsTheCgroup(t *testing.T) {
 
 	waitHTTP(t, p, "http://"+admin+"/readyz", 200, "", 30*time.Second)
 	fams := scrapeMetrics(t, "http://"+admin+"/metrics")
-	if got := metricSeries(fams, "go_gc_gomemlimit_bytes", map[string]string{}).GetGauge().GetValue(); got != float64(want) {
-		t.Errorf("go_gc_gomemlimit_bytes = %v, want %d (90%% of the %s cgroup's %d)", got, want, cg.version, limit)
+	if got := metricSeries(fams, "csigw_go_gc_gomemlimit_bytes", map[string]string{}).GetGauge().GetValue(); got != float64(want) {
+		t.Errorf("csigw_go_gc_gomemlimit_bytes = %v, want %d (90%% of the %s cgroup's %d)", got, want, cg.version, limit)
 	}
 }

@@ -71,7 +71,15 @@ routes:
 		t.Errorf("the canary secret appears in /metrics (or the scrape failed: %v)", err)
 	}
 	fams := scrapeMetrics(t, admin+"/metrics")
-	const ops = "csi_sidecar_operations_seconds"
+	// Nothing a csi-provisioner or a csi-lib-utils driver in the same pod also exports (their
+	// csi_sidecar_* / csi_plugin_* histograms, go_*, process_*, workqueue_*, rest_client_*,
+	// leader_election_*): every name of the gateway's has its own prefix.
+	for name := range fams {
+		if !strings.HasPrefix(name, "csigw_") {
+			t.Errorf("/metrics has %s, a name outside the gateway's csigw_ prefix", name)
+		}
+	}
+	const ops = "csigw_operations_seconds"
 	if typ := fams[ops].GetType(); typ != dto.MetricType_HISTOGRAM {
 		t.Fatalf("%s is %v, want a histogram; families: %v", ops, typ, slices.Sorted(maps.Keys(fams)))
 	}

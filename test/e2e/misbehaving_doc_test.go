@@ -33,7 +33,12 @@ func renderMisbehavingTable() string {
 		if r.local {
 			got += " (the backend is not called)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.rule, r.name, on, got, r.why)
+		why := r.why
+		if r.driver != nil {
+			got += "; from a gRPC driver (`repair: spec`, its default): " + r.driver.want.String()
+			why += "; from a gRPC driver: " + r.driver.why
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.rule, r.name, on, got, why)
 	}
 	return b.String()
 }
