@@ -178,7 +178,7 @@ type BackendConfig struct {
 	NodeID     string   `mapstructure:"nodeId"`
 	KnownNodes []string `mapstructure:"knownNodes"`
 	Zone       string   `mapstructure:"zone"`
-	Capacity   int64    `mapstructure:"capacityBytes"`
+	Capacity   byteSize `mapstructure:"capacityBytes"`
 	// MaxVolumesPerNode caps publications per node (0 = no limit).
 	MaxVolumesPerNode int64 `mapstructure:"maxVolumesPerNode"`
 }
@@ -188,6 +188,19 @@ type RetryConfig struct {
 	MaxAttempts int           `mapstructure:"maxAttempts"`
 	MinBackoff  time.Duration `mapstructure:"minBackoff"`
 	MaxBackoff  time.Duration `mapstructure:"maxBackoff"`
+}
+
+// byteSize is a size key: a number of bytes, or in the file a whole number with a unit
+// ("1Ti", "500Gi", "10G"), read as the flags that take sizes read it (parseSize).
+type byteSize int64
+
+// UnmarshalText parses a size written with a unit.
+func (b *byteSize) UnmarshalText(text []byte) error {
+	n, err := parseSize(string(text))
+	if err == nil {
+		*b = byteSize(n)
+	}
+	return err
 }
 
 // LoggingConfig sets the log's level and format.

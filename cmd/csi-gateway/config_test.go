@@ -296,6 +296,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "unix://relative.sock"}, `CSI_ENDPOINT: endpoint "unix://relative.sock": a unix socket path must be absolute`},
 		{"listener without endpoint", "listeners: [{socketMode: '0660'}]", nil, "listeners[0].endpoint: required"},
 		{"unknown repair", "backends: {a: {type: grpc, target: 'unix:///d.sock', repair: always}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.repair: unknown repair setting "always"; use plugin, spec or none`},
+		{"capacity without a whole number", "backends: {e: {type: embedded, capacityBytes: 1.5Ti}}\nroutes: [{methods: ['*'], backend: e}]", nil, "backends.e.capacityBytes: want a positive whole number of bytes"},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,5 +415,18 @@ func TestConfigTokenKeyFile(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfigCapacityUnits: capacityBytes takes bytes or a size with a unit, as --capacity does.
+func TestConfigCapacityUnits(t *testing.T) {
+	for written, want := range map[string]int64{"1099511627776": 1 << 40, `"1Ti"`: 1 << 40, "500Gi": 500 << 30, "10G": 10e9} {
+		c, err := loadFrom(t, "backends: {e: {type: embedded, capacityBytes: "+written+"}}\nroutes: [{methods: ['*'], backend: e}]", nil, nil)
+		if err != nil {
+			t.Fatalf("capacityBytes: %s: %v", written, err)
+		}
+		if got := int64(c.Backends["e"].Capacity); got != want {
+			t.Errorf("capacityBytes: %s = %d, want %d", written, got, want)
+		}
 	}
 }

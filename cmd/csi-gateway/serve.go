@@ -333,7 +333,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 func (b BackendConfig) embeddedConfig() embedded.Config {
 	return embedded.Config{
 		DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
-		KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
+		KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: int64(b.Capacity), MaxVolumesPerNode: b.MaxVolumesPerNode,
 	}
 }
 
