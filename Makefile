@@ -233,6 +233,9 @@ deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustom
 	echo "helm lint --strict with a misspelled value (controler.replicas) must fail"; \
 	if $$helm lint --strict $(HELM_CHART) --set controler.replicas=2 >/dev/null 2>&1; then \
 	  echo "deploy-lint: values.schema.json admitted a misspelled key"; exit 1; fi; \
+	echo "helm template of a bbolt ledger with 3 central replicas must fail"; \
+	if $$helm template $(HELM_CHART) -f $(HELM_CHART)/ci/central-values.yaml --set central.replicas=3 >/dev/null 2>&1; then \
+	  echo "deploy-lint: the chart rendered 3 central replicas on one bbolt file"; exit 1; fi; \
 	command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
 	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $$(realpath --relative-to=$$d/with-mounts deploy/kubernetes/bridge deploy/kubernetes/components/node-mounts) >$$d/with-mounts/kustomization.yaml; \
 	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort) $$d/with-mounts; do \
