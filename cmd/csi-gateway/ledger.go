@@ -226,8 +226,10 @@ func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
 		t.Store.Bbolt = &BboltStoreConfig{Path: arg}
 	case kind == "etcd":
 		t.Store.Etcd = &EtcdStoreConfig{Endpoints: strings.Split(arg, ",")}
-		if err := t.Store.Etcd.validate(); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
+		for _, ep := range t.Store.Etcd.Endpoints {
+			if err := validEtcdEndpoint(ep, false); err != nil {
+				return nil, fmt.Errorf("%s %s: %w (etcd: is without TLS; give config:FILE for a store with TLS)", flag, spec, err)
+			}
 		}
 	case kind == "config":
 		flags := pflag.NewFlagSet("ledger", pflag.ContinueOnError)
