@@ -37,6 +37,10 @@ type Store interface {
 	usage(ctx context.Context, tenant string) (usage, error)
 	// usages returns every tenant's usage that the store knows of.
 	usages(ctx context.Context) (map[string]usage, error)
+	// owned returns the backend IDs of tenant's objects of kind, in byte order, from the
+	// first after the given one ("": from the start), at most limit of them (0: all),
+	// reading no other tenant's records (store_owned.go).
+	owned(ctx context.Context, tenant string, kind Kind, after string, limit int) ([]string, error)
 	// opLocker locks objects for the operations in flight (oplock.go).
 	opLocker
 	// Close releases the store (an etcd store's holds vanish with its lease).
