@@ -31,8 +31,8 @@ func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, erro
 	if err != nil {
 		return nil, err
 	}
-	if after, owned := ownedPosition(token); c.method == listVolumes && (owned || token == "") {
-		if resp, handled, err := c.listOwned(ctx, req.(*csi.ListVolumesRequest), after); handled {
+	if from, owned := ownedPosition(token); c.method == listVolumes && (owned || token == "") {
+		if resp, handled, err := c.listOwned(ctx, req.(*csi.ListVolumesRequest), from); handled {
 			return resp, err
 		}
 	}

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"crypto/sha256"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -10,10 +11,77 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// ownedMark starts the plaintext of a token of a listing served from the ledger's index
-// (listOwned): the mark and the backend ID of the page's last entry. A backend's own
-// next_token (list) never starts with NUL.
-const ownedMark = "\x00"
+// A token of a listing served from the ledger's index (listOwned) holds a position: the
+// backend ID of the page's last entry, after ownedMark (a backend's own next_token, list's,
+// never starts with NUL) and 'i'. Sealed, a token holds at most MaxBackendToken bytes: an ID
+// too long for that is kept as 'h', its first bytes and a hash of it, and found again among
+// the tenant's IDs that start with those bytes (resume).
+const (
+	ownedMark        = "\x00"
+	positionHashSize = 8
+	maxExactPosition = MaxBackendToken - len(ownedMark) - 1
+	positionPrefix   = maxExactPosition - positionHashSize
+)
+
+// position is where a listing served from the index goes on: after the ID after, or, when
+// hash is set, after the ID that starts with after and has that hash.
+type position struct{ after, hash string }
+
+func positionHash(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return string(sum[:positionHashSize])
+}
+
+// ownedToken returns the plaintext of the token of a page ending at the ID last.
+func ownedToken(last string) string {
+	if len(last) <= maxExactPosition {
+		return ownedMark + "i" + last
+	}
+	return ownedMark + "h" + last[:positionPrefix] + positionHash(last)
+}
+
+// ownedPosition returns the position of a token's plaintext, ok false for a backend's token
+// (a listing list began) or the start.
+func ownedPosition(token string) (p position, ok bool) {
+	rest, ok := strings.CutPrefix(token, ownedMark)
+	switch {
+	case !ok || rest == "":
+		return position{}, false
+	case rest[0] == 'h' && len(rest) > positionHashSize:
+		return position{after: rest[1 : len(rest)-positionHashSize], hash: rest[len(rest)-positionHashSize:]}, true
+	default:
+		return position{after: rest[1:]}, true
+	}
+}
+
+// resume returns the ID a listing goes on after. A long ID's position is found among the
+// tenant's IDs starting with its first bytes; when it is gone (deleted since), the listing
+// goes on from the first of those, which may list some of them again: a listing is not a
+// snapshot, and a repeated entry is harmless where a skipped one is not.
+func (c *call) resume(ctx context.Context, p position) (string, error) {
+	if p.hash == "" {
+		return p.after, nil
+	}
+	const batch = 100
+	for after := p.after; ; {
+		ids, err := c.l.store.owned(ctx, c.tenant, Volume, after, batch)
+		if err != nil {
+			return "", ledgerError(err)
+		}
+		for _, id := range ids {
+			if !strings.HasPrefix(id, p.after) {
+				return p.after, nil
+			}
+			if positionHash(id) == p.hash {
+				return id, nil
+			}
+		}
+		if len(ids) < batch {
+			return p.after, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
 
 // listOwned serves a tenant's ListVolumes from the ledger's index of the tenant's volumes
 // (Store.owned) rather than from the backend's listing of every tenant's: the tenant's
@@ -25,15 +93,20 @@ const ownedMark = "\x00"
 // back) is left out: the listing is the backend's truth, not the ledger's; its record stays
 // until a DeleteVolume forgets it, as after a crash.
 //
-// The next_token is the ledger position (the last ID of the page) sealed for the tenant and
-// the method, as list's are (tokens): it survives other volumes' creation and deletion, and
-// is accepted by every replica with the token key.
+// The next_token is the ledger position (the last ID of the page: ownedToken) sealed for the
+// tenant and the method, as list's are (tokens): it survives other volumes' creation and
+// deletion, and is accepted by every replica with the token key.
 //
 // handled is false when the backend cannot answer ControllerGetVolume (UNIMPLEMENTED: it
 // does not advertise GET_VOLUME) on a listing's first page: the caller then pages the
 // backend's ListVolumes (list), as before. A later page of such a listing cannot happen: its
 // token would not have been issued.
-func (c *call) listOwned(ctx context.Context, req *csi.ListVolumesRequest, after string) (resp proto.Message, handled bool, err error) {
+func (c *call) listOwned(ctx context.Context, req *csi.ListVolumesRequest, from position) (resp proto.Message, handled bool, err error) {
+	after, err := c.resume(ctx, from)
+	if err != nil {
+		return nil, true, err
+	}
+	first := after == ""
 	want := int(req.GetMaxEntries())
 	out := &csi.ListVolumesResponse{}
 	for {
@@ -47,7 +120,7 @@ func (c *call) listOwned(ctx context.Context, req *csi.ListVolumesRequest, after
 		}
 		for _, id := range ids {
 			if want > 0 && len(out.Entries) == want {
-				sealed, err := c.l.tokens.seal(c.tenant, c.method, ownedMark+after)
+				sealed, err := c.l.tokens.seal(c.tenant, c.method, ownedToken(after))
 				if err != nil {
 					return nil, true, err
 				}
@@ -63,7 +136,7 @@ func (c *call) listOwned(ctx context.Context, req *csi.ListVolumesRequest, after
 				}})
 			case codes.NotFound:
 			case codes.Unimplemented:
-				if after == "" && len(out.Entries) == 0 {
+				if first && len(out.Entries) == 0 {
 					return nil, false, nil
 				}
 				return nil, true, err
@@ -76,10 +149,4 @@ func (c *call) listOwned(ctx context.Context, req *csi.ListVolumesRequest, after
 			return out, true, c.scopeResponse(out)
 		}
 	}
-}
-
-// ownedPosition returns the ledger position of a token's plaintext, ok false for a
-// backend's token (a listing list began).
-func ownedPosition(token string) (after string, ok bool) {
-	return strings.CutPrefix(token, ownedMark)
 }

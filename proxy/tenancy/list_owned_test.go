@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -145,5 +146,45 @@ func TestListOwnedTokens(t *testing.T) {
 	next := w.must("blue", listVolumes, &csi.ListVolumesRequest{MaxEntries: 5, StartingToken: token}).(*csi.ListVolumesResponse)
 	if len(next.GetEntries()) != 2 || next.GetNextToken() != "" {
 		t.Errorf("blue's second page: %d entries, next_token %q; want the other 2 and the end", len(next.GetEntries()), next.GetNextToken())
+	}
+}
+
+// TestListOwnedLongIDs: IDs too long to seal as a position (a driver's 100-byte IDs sharing
+// a long prefix) page one by one without a repeat or a gap, and a page that ended at a volume
+// deleted since goes on from the volumes sharing its first bytes.
+func TestListOwnedLongIDs(t *testing.T) {
+	l := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), nil)
+	stem := strings.Repeat("0001-0009-rook-ceph-", 4)
+	var want []string
+	for i := range 5 {
+		id := fmt.Sprintf("%s%020d", stem, 5-i)
+		if err := l.Record(t.Context(), Volume, id, Record{Tenant: "blue"}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "blue."+id)
+	}
+	slices.Sort(want)
+	getVolume := func(_ context.Context, _ string, req proto.Message) (proto.Message, error) {
+		id := req.(*csi.ControllerGetVolumeRequest).GetVolumeId()
+		return &csi.ControllerGetVolumeResponse{Volume: &csi.Volume{VolumeId: id}}, nil
+	}
+	got, pages := listVolumesWith(t, l, "blue", 1, getVolume)
+	if !slices.Equal(got, want) || pages != 5 {
+		t.Errorf("blue's listing by 1: %d pages of %v; want 5 of %v", pages, got, want)
+	}
+	first, err := l.Handle(t.Context(), "blue", listVolumes, &csi.ListVolumesRequest{MaxEntries: 2}, getVolume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Forget(t.Context(), Volume, strings.TrimPrefix(want[1], "blue.")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := l.Handle(t.Context(), "blue", listVolumes, &csi.ListVolumesRequest{StartingToken: first.(*csi.ListVolumesResponse).GetNextToken()}, getVolume)
+	var rest []string
+	for _, e := range resp.(*csi.ListVolumesResponse).GetEntries() {
+		rest = append(rest, e.GetVolume().GetVolumeId())
+	}
+	if err != nil || !slices.Equal(rest, []string{want[0], want[2], want[3], want[4]}) {
+		t.Errorf("after a page ending at a volume deleted since: %v, %v; want the others from the first sharing its first bytes", rest, err)
 	}
 }
