@@ -7,6 +7,8 @@ BIN       := bin/csi-gateway
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 RUN_DIR   := $(CURDIR)/.run
+# make run's admin listener (/metrics, /readyz, the tap): the README's observability commands use it.
+RUN_ADMIN ?= 127.0.0.1:9808
 # Tools the Makefile builds from tools/ (its own module, pinned in tools/go.mod) or installs.
 TOOLS     := $(CURDIR)/.tools
 # Every package's tests; the race detector is on. TEST_FLAGS adds to it (e.g. -run Sanity -v).
@@ -14,6 +16,12 @@ TEST_FLAGS ?=
 # h2spec (HTTP/2 conformance), pinned with its dependencies by go.mod's tool directive, built
 # into .tools when missing or when go.mod changes; test/attack runs it on both transports.
 H2SPEC    := $(CURDIR)/.tools/bin/h2spec
+# grpcurl and grpc_health_probe, pinned by tools/probes/go.mod's tool directives (a module of
+# its own: their dependencies stay out of go.mod and tools/go.mod), built into .tools when
+# missing or when that go.mod changes; proxy's and test/e2e's tests drive health and
+# reflection with them (and the README's grpcurl recipe).
+GRPCURL      := $(CURDIR)/.tools/bin/grpcurl
+HEALTH_PROBE := $(CURDIR)/.tools/bin/grpc_health_probe
 
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
@@ -38,25 +46,26 @@ help: ## list the targets
 build: ## build bin/csi-gateway (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/csi-gateway
 
-run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data)
+run: build ## start the gateway on .run/csi.sock with the embedded appliance (data in .run/data), admin on 127.0.0.1:9808
 	@mkdir -p $(RUN_DIR)
-	@echo "csi-gateway: CSI socket unix://$(RUN_DIR)/csi.sock, embedded appliance, data in $(RUN_DIR)/data"
+	@echo "csi-gateway: CSI socket unix://$(RUN_DIR)/csi.sock, embedded appliance, data in $(RUN_DIR)/data, admin http://$(RUN_ADMIN)"
 	@echo "In another shell:"
 	@echo "  export CSI_ENDPOINT=unix://$(RUN_DIR)/csi.sock"
 	@echo "  $(BIN) call info"
 	@echo "  $(BIN) call create-volume demo --size 1Gi"
 	@echo "  $(BIN) call list-volumes"
+	@echo "  $(BIN) tap --admin $(RUN_ADMIN)"
 	@echo "Stop with Ctrl-C."
-	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --log-format text
+	$(BIN) serve --endpoint unix://$(RUN_DIR)/csi.sock --data-dir $(RUN_DIR)/data --admin $(RUN_ADMIN) --log-format text
 
 # The tenancy ledger's etcd tests start a real 3-member etcd: the pinned server, built once
 # from the module proxy into E2E_CACHE (about 80 s of CPU cold; nothing warm) and named to the
 # tests by CSIGW_ETCD. A separate binary rather than etcd's server/v3/embed in the test
 # binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
 # processes of its own, which the tests kill like crashes, not under the race detector.
-test: test-deps lint $(H2SPEC) ## run every test (race detector on; mount tests need root; h2spec on both transports; a real etcd), then a short fuzz run
+test: test-deps lint $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd), then a short fuzz run
 	@$(E2E_COMPONENTS) etcd-ledger
-	H2SPEC=$(H2SPEC) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
@@ -65,6 +74,12 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
 
 $(H2SPEC): go.mod go.sum
 	$(GO) build -o $@ github.com/summerwind/h2spec/cmd/h2spec
+
+$(GRPCURL): tools/probes/go.mod tools/probes/go.sum
+	cd tools/probes && $(GO) build -o $@ github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+$(HEALTH_PROBE): tools/probes/go.mod tools/probes/go.sum
+	cd tools/probes && $(GO) build -o $@ github.com/grpc-ecosystem/grpc-health-probe
 
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
@@ -218,6 +233,9 @@ deploy-lint: $(TOOLS)/deploylint ## helm lint + every chart rendering and kustom
 	echo "helm lint --strict with a misspelled value (controler.replicas) must fail"; \
 	if $$helm lint --strict $(HELM_CHART) --set controler.replicas=2 >/dev/null 2>&1; then \
 	  echo "deploy-lint: values.schema.json admitted a misspelled key"; exit 1; fi; \
+	echo "helm template of a bbolt ledger with 3 central replicas must fail"; \
+	if $$helm template $(HELM_CHART) -f $(HELM_CHART)/ci/central-values.yaml --set central.replicas=3 >/dev/null 2>&1; then \
+	  echo "deploy-lint: the chart rendered 3 central replicas on one bbolt file"; exit 1; fi; \
 	command -v kubectl >/dev/null || { echo "deploy-lint: kubectl (with its kustomize) is needed"; exit 1; }; \
 	mkdir $$d/with-mounts; printf 'resources: [%s]\ncomponents: [%s]\n' $$(realpath --relative-to=$$d/with-mounts deploy/kubernetes/bridge deploy/kubernetes/components/node-mounts) >$$d/with-mounts/kustomization.yaml; \
 	for k in $$(grep -rL '^kind: Component' $$(find deploy/kubernetes -name kustomization.yaml) | xargs -n1 dirname | sort) $$d/with-mounts; do \

@@ -6,8 +6,9 @@
 // the admin endpoints (/metrics, /healthz, /readyz, /debug/tap), graceful shutdown, the
 // admission of callers in each listener's handshake and the listeners' hard limits
 // (TransportLimits), the same on both transports (on grpc-go's with a call guard around the
-// handler and an h2limit.Conn under each connection). Redaction and scrubbing are package
-// redact's, the CSI spec's rules package csispec's.
+// handler and an h2limit.Conn under each connection), and the services every listener answers
+// itself before the chain (gRPC health and reflection: builtin.go). Redaction and scrubbing
+// are package redact's, the CSI spec's rules package csispec's.
 //
 // It owns no storage logic: every call is handed to a backend chosen by the route table, as
 // the raw bytes the caller sent.

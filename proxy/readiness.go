@@ -67,14 +67,35 @@ type Readiness struct {
 
 // readyResult is a finished check.
 type readyResult struct {
-	at  time.Time
-	err error
+	at   time.Time
+	errs backendErrors
 }
 
-// readyRun is a check under way; done is closed when err is set.
+// readyRun is a check under way; done is closed when errs is set.
 type readyRun struct {
 	done chan struct{}
-	err  error
+	errs backendErrors
+}
+
+// backendErrors are the failures of one check, by backend name (a ready backend has none).
+type backendErrors map[string]error
+
+// of joins the failures of the backends named (all of them when names is nil), in name
+// order, into the error Check returns; nil when each of them is ready.
+func (e backendErrors) of(all, names []string) error {
+	if names == nil {
+		names = all
+	}
+	var reasons []string
+	for _, name := range all {
+		if err := e[name]; err != nil && slices.Contains(names, name) {
+			reasons = append(reasons, err.Error())
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return errors.New("csi-gateway is not ready: " + strings.Join(reasons, "; "))
 }
 
 // NewReadiness returns a Readiness over bes (the map is copied; the backends stay the
@@ -108,14 +129,21 @@ func (r *Readiness) SetListening(ok bool) { r.listening.Store(ok) }
 // cache TTL; callers arriving while a check runs wait for that check rather than start their
 // own. When ctx ends first, Check returns ctx's error; the check goes on for the next caller.
 func (r *Readiness) Check(ctx context.Context) error {
+	return r.CheckBackends(ctx, nil)
+}
+
+// CheckBackends is Check for the backends named only (every backend when names is nil): the
+// listeners must be serving and each of these backends ready. It shares Check's cache and
+// checks, so asking about a few backends costs no more than asking about all.
+func (r *Readiness) CheckBackends(ctx context.Context, names []string) error {
 	if !r.listening.Load() {
 		return errNotListening
 	}
 	r.mu.Lock()
 	if r.last != nil && r.now().Sub(r.last.at) < r.ttl {
-		err := r.last.err
+		errs := r.last.errs
 		r.mu.Unlock()
-		return err
+		return errs.of(r.names, names)
 	}
 	run := r.running
 	if run == nil {
@@ -128,7 +156,7 @@ func (r *Readiness) Check(ctx context.Context) error {
 	r.mu.Unlock()
 	select {
 	case <-run.done:
-		return run.err
+		return run.errs.of(r.names, names)
 	case <-ctx.Done():
 		return fmt.Errorf("csi-gateway readiness: the check did not finish: %w", ctx.Err())
 	}
@@ -136,36 +164,33 @@ func (r *Readiness) Check(ctx context.Context) error {
 
 // run checks every backend, publishes the result and releases the callers waiting on it.
 func (r *Readiness) run(run *readyRun) {
-	err := r.checkBackends()
+	errs := r.checkBackends()
 	r.mu.Lock()
-	r.last = &readyResult{at: r.now(), err: err}
+	r.last = &readyResult{at: r.now(), errs: errs}
 	r.running = nil
 	r.mu.Unlock()
-	run.err = err
+	run.errs = errs
 	close(run.done)
 }
 
-// checkBackends calls every backend's Ready at once and joins the failures, in name order.
-func (r *Readiness) checkBackends() error {
+// checkBackends calls every backend's Ready at once and returns the failures.
+func (r *Readiness) checkBackends() backendErrors {
 	errs := make([]error, len(r.names))
 	var wg sync.WaitGroup
 	for i, name := range r.names {
 		wg.Go(func() { errs[i] = r.checkBackend(name, r.backends[name]) })
 	}
 	wg.Wait()
-	var reasons []string
+	failed := backendErrors{}
 	for i, name := range r.names {
 		if r.metrics != nil {
 			r.metrics.setBackendReady(name, errs[i] == nil)
 		}
 		if errs[i] != nil {
-			reasons = append(reasons, errs[i].Error())
+			failed[name] = errs[i]
 		}
 	}
-	if len(reasons) == 0 {
-		return nil
-	}
-	return errors.New("csi-gateway is not ready: " + strings.Join(reasons, "; "))
+	return failed
 }
 
 // checkBackend calls b.Ready within the timeout. A backend that ignores its context and

@@ -56,6 +56,10 @@ type Options struct {
 	// Limits are the hard limits of every listener, on either transport (see TransportLimits); zero
 	// fields take the defaults.
 	Limits TransportLimits
+	// Readiness answers the gRPC health service of every listener (see healthServer), as it
+	// answers /readyz; nil: the server checks the backends with a Readiness of its own, which
+	// counts the listeners as serving.
+	Readiness *Readiness
 }
 
 // ListenerPolicy is what one listener admits. Who may connect (AllowUIDs and AllowGIDs, or
@@ -94,6 +98,12 @@ type Server struct {
 	methods  methodTable
 	routes   routeTable
 	redactor *redact.Redactor
+	// readiness and reflection answer the built-in services (builtin.go).
+	readiness  *Readiness
+	reflection *gatewayReflection
+	// stopping is closed when Shutdown begins: health watches end then, rather than hold the
+	// graceful stop for the whole grace period.
+	stopping chan struct{}
 
 	mu      sync.Mutex
 	servers []listenerServer
@@ -112,11 +122,20 @@ func NewServer(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	readiness := o.Readiness
+	if readiness == nil {
+		readiness = NewReadiness(o.Backends)
+		readiness.SetListening(true)
+	}
+	methods := newMethodTable()
 	return &Server{
-		opts:     o,
-		methods:  newMethodTable(),
-		routes:   routes,
-		redactor: redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
+		opts:       o,
+		methods:    methods,
+		routes:     routes,
+		redactor:   redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
+		readiness:  readiness,
+		reflection: newGatewayReflection(methods, routedBackends(routes, o.Backends)),
+		stopping:   make(chan struct{}),
 	}, nil
 }
 
@@ -155,7 +174,7 @@ func (s *Server) handler(p ListenerPolicy) Handler {
 func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 	creds := p.admitting(l, s.opts.Log)
 	l = s.opts.Limits.limitConnections(l, s.opts.Log)
-	gs := s.newListenerServer(creds, s.streamHandler(s.handler(p)))
+	gs := s.newListenerServer(creds, s.streamHandler(s.handler(p), s.builtins(p)))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -168,11 +187,15 @@ func (s *Server) Serve(l net.Listener, p ListenerPolicy) error {
 }
 
 // streamHandler adapts a Handler to grpc's unknown-service handler, which receives every
-// method: it reads a unary request as one raw frame, runs the chain and writes the raw
-// response. Streaming methods and methods the gateway does not know keep their stream.
-func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
+// method: a built-in method (health, reflection) is answered at once, without the chain;
+// any other is a Call: it reads a unary request as one raw frame, runs the chain and writes
+// the raw response. Streaming methods and methods the gateway does not know keep their stream.
+func (s *Server) streamHandler(h Handler, builtins builtinMethods) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(stream)
+		if answer := builtins[method]; answer != nil {
+			return answer(stream)
+		}
 		call := &Call{Method: method, Start: time.Now(), info: s.methods[method], redactor: s.redactor}
 		ctx := stream.Context()
 		ctx = auth.NewContext(ctx, identify(ctx))
@@ -204,6 +227,9 @@ func (s *Server) streamHandler(h Handler) grpc.StreamHandler {
 // first, the remaining calls are cancelled. Listeners are closed, which removes Unix sockets.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stopping)
+	}
 	s.closed = true
 	servers := s.servers
 	s.mu.Unlock()

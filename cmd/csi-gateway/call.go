@@ -61,7 +61,14 @@ type callOptions struct {
 	timeout     time.Duration
 	secretsFile string
 	showSecrets bool
+	output      string // outputJSON or outputID
 }
+
+// The forms of --output.
+const (
+	outputJSON = "json"
+	outputID   = "id"
+)
 
 func newCallCommand() *cobra.Command {
 	o := &callOptions{}
@@ -80,6 +87,7 @@ func newCallCommand() *cobra.Command {
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline of the call (0: none)")
 	f.StringVar(&o.secretsFile, "secrets-file", "", "YAML or JSON file of secrets (key: value) to put in the request's secrets field")
 	f.BoolVar(&o.showSecrets, "show-secrets", false, "print the response unredacted (volume and publish context, mount flags)")
+	f.StringVarP(&o.output, "output", "o", outputJSON, "json: the response as JSON; id: only the ID of the object the response holds (create-volume's volume ID, create-snapshot's snapshot ID…), for scripts: ID=$(csi-gateway call create-volume demo -o id)")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return finish(c, usageError{err.Error()}) })
 	for _, a := range callAliases {
 		cmd.AddCommand(a.command(o))
@@ -134,6 +142,8 @@ type outgoing struct {
 	key    string
 	method method
 	req    proto.Message
+	// after, when set, is given the response of a successful unary call before it is printed.
+	after func(resp proto.Message) error
 }
 
 // send fills in the secrets, makes the calls in order and prints the responses. A failed
@@ -142,6 +152,12 @@ func (o *callOptions) send(cmd *cobra.Command, calls []outgoing) error {
 	ep, err := o.target()
 	if err != nil {
 		return err
+	}
+	if o.output != outputJSON && o.output != outputID {
+		return usagef("--output %q: want json or id", o.output)
+	}
+	if o.output == outputID && (len(calls) != 1 || calls[0].method.desc.IsStreamingServer()) {
+		return usagef("--output id: %s answers more than one message; use --output json", calls[0].method.name())
 	}
 	for _, c := range calls {
 		if c.method.desc.IsStreamingClient() {
@@ -180,6 +196,14 @@ func (o *callOptions) send(cmd *cobra.Command, calls []outgoing) error {
 				continue
 			}
 			return p.failed(c.method, err)
+		}
+		if c.after != nil {
+			if err := c.after(resp); err != nil {
+				return err
+			}
+		}
+		if c.key == "" && o.output == outputID {
+			return p.id(c.method, resp)
 		}
 		b, err := p.json(resp, c.key == "")
 		if err != nil {

@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -22,6 +20,8 @@ type alias struct {
 	required []string // those of flags that must be given
 	// build makes the request; nil sends an empty one.
 	build func(args []string, f *aliasFlags) (proto.Message, error)
+	// after, when set, is given the response of a successful call before it is printed.
+	after func(resp proto.Message, f *aliasFlags) error
 	// combine, when set, replaces method and build: each part is called with an empty request
 	// and the responses are printed as one object, a member per part.
 	combine []aliasPart
@@ -75,10 +75,13 @@ var callAliases = []alias{
 			return &csi.ControllerExpandVolumeRequest{VolumeId: a[0], CapacityRange: size}, err
 		}},
 	{use: "publish ID", short: "Attach a volume to a node (ControllerPublishVolume)", method: "Controller/ControllerPublishVolume",
-		flags: []string{"node", "readonly", "block", "fs", "access-mode"}, required: []string{"node"},
+		flags: []string{"node", "readonly", "block", "fs", "access-mode", "save-publish-context"}, required: []string{"node"},
 		build: func(a []string, f *aliasFlags) (proto.Message, error) {
 			vc, err := f.capability()
 			return &csi.ControllerPublishVolumeRequest{VolumeId: a[0], NodeId: f.node, VolumeCapability: vc, Readonly: f.readonly}, err
+		},
+		after: func(resp proto.Message, f *aliasFlags) error {
+			return savePublishContext(f.savePublishContext, resp.(*csi.ControllerPublishVolumeResponse).GetPublishContext())
 		}},
 	{use: "unpublish ID", short: "Detach a volume from a node, or from all (ControllerUnpublishVolume)", method: "Controller/ControllerUnpublishVolume",
 		flags: []string{"node"},
@@ -103,13 +106,13 @@ var callAliases = []alias{
 		}},
 
 	{use: "stage ID", short: "Stage a volume on this node (NodeStageVolume)", method: "Node/NodeStageVolume",
-		flags: []string{"staging-path", "block", "fs", "access-mode", "publish-context"}, required: []string{"staging-path"},
+		flags: []string{"staging-path", "block", "fs", "access-mode", "publish-context", "publish-context-file"}, required: []string{"staging-path"},
 		build: func(a []string, f *aliasFlags) (proto.Message, error) {
 			vc, err := f.capability()
 			if err != nil {
 				return nil, err
 			}
-			pc, err := keyValues("--publish-context", f.publishContext)
+			pc, err := f.publishContextMap()
 			return &csi.NodeStageVolumeRequest{VolumeId: a[0], StagingTargetPath: f.stagingPath, VolumeCapability: vc, PublishContext: pc}, err
 		}},
 	{use: "unstage ID", short: "Unstage a volume (NodeUnstageVolume)", method: "Node/NodeUnstageVolume",
@@ -118,14 +121,14 @@ var callAliases = []alias{
 			return &csi.NodeUnstageVolumeRequest{VolumeId: a[0], StagingTargetPath: f.stagingPath}, nil
 		}},
 	{use: "node-publish ID", short: "Mount a staged volume at a target path (NodePublishVolume)", method: "Node/NodePublishVolume",
-		flags:    []string{"staging-path", "target-path", "readonly", "block", "fs", "access-mode", "publish-context"},
+		flags:    []string{"staging-path", "target-path", "readonly", "block", "fs", "access-mode", "publish-context", "publish-context-file"},
 		required: []string{"staging-path", "target-path"},
 		build: func(a []string, f *aliasFlags) (proto.Message, error) {
 			vc, err := f.capability()
 			if err != nil {
 				return nil, err
 			}
-			pc, err := keyValues("--publish-context", f.publishContext)
+			pc, err := f.publishContextMap()
 			return &csi.NodePublishVolumeRequest{VolumeId: a[0], StagingTargetPath: f.stagingPath, TargetPath: f.targetPath,
 				VolumeCapability: vc, Readonly: f.readonly, PublishContext: pc}, err
 		}},
@@ -139,6 +142,7 @@ var callAliases = []alias{
 // aliasFlags holds every flag an alias may take; each alias registers only those it names.
 type aliasFlags struct {
 	size, fs, accessMode, node, stagingPath, targetPath, source, token string
+	publishContextFile, savePublishContext                             string
 	block, readonly                                                    bool
 	max                                                                int32
 	params, publishContext                                             []string
@@ -166,6 +170,12 @@ var aliasFlagDefs = map[string]func(*cobra.Command, *aliasFlags){
 	},
 	"publish-context": func(c *cobra.Command, f *aliasFlags) {
 		c.Flags().StringArrayVar(&f.publishContext, "publish-context", nil, "publish context key=value from ControllerPublishVolume (repeatable)")
+	},
+	"publish-context-file": func(c *cobra.Command, f *aliasFlags) {
+		c.Flags().StringVar(&f.publishContextFile, "publish-context-file", "", "read the publish context from this JSON file, as publish --save-publish-context wrote it (--publish-context entries override it)")
+	},
+	"save-publish-context": func(c *cobra.Command, f *aliasFlags) {
+		c.Flags().StringVar(&f.savePublishContext, "save-publish-context", "", "write the answer's publish context, unredacted, to this JSON file (mode 0600) for stage and node-publish --publish-context-file; the printed answer stays redacted")
 	},
 	"node": func(c *cobra.Command, f *aliasFlags) {
 		c.Flags().StringVar(&f.node, "node", "", "node ID")
@@ -255,6 +265,9 @@ func (o *callOptions) runAlias(cmd *cobra.Command, a alias, f *aliasFlags, args 
 			}
 		}
 		calls = []outgoing{{method: m, req: req}}
+		if a.after != nil {
+			calls[0].after = func(resp proto.Message) error { return a.after(resp, f) }
+		}
 	}
 	return o.send(cmd, calls)
 }
@@ -293,31 +306,6 @@ func (f *aliasFlags) capacity(required bool) (*csi.CapacityRange, error) {
 		return nil, usagef("--size %q: %v", f.size, err)
 	}
 	return &csi.CapacityRange{RequiredBytes: n}, nil
-}
-
-// sizeUnits are the units parseSize accepts: binary (Ki, Mi, ...) and decimal (K, M, ...).
-var sizeUnits = []struct {
-	suffix string
-	bytes  int64
-}{
-	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"Pi", 1 << 50},
-	{"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"P", 1e15},
-}
-
-// parseSize reads a positive byte count: plain bytes, or a whole number with a unit.
-func parseSize(s string) (int64, error) {
-	num, unit := s, int64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(s, u.suffix) {
-			num, unit = strings.TrimSuffix(s, u.suffix), u.bytes
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64/unit {
-		return 0, fmt.Errorf("want a positive whole number of bytes, optionally with a unit: 512Mi, 1Gi, 10G")
-	}
-	return n * unit, nil
 }
 
 // keyValues turns repeated key=value flags into a map; nil when there are none.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/redact"
 )
@@ -111,4 +113,26 @@ func (p *printer) stream(ctx context.Context, conn *grpc.ClientConn, c outgoing)
 			return err
 		}
 	}
+}
+
+// id prints only the ID of the object a response holds: the first string field named *_id
+// of its first message field that has one (CreateVolume's volume.volume_id, CreateSnapshot's
+// snapshot.snapshot_id, a group's group_snapshot_id or volume_group_id). IDs are not
+// secrets, and are printed as they are.
+func (p *printer) id(m method, resp proto.Message) error {
+	fields := resp.ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.Kind() != protoreflect.MessageKind || fd.IsList() || fd.IsMap() || !resp.ProtoReflect().Has(fd) {
+			continue
+		}
+		obj := resp.ProtoReflect().Get(fd).Message()
+		inner := obj.Descriptor().Fields()
+		for j := range inner.Len() {
+			if f := inner.Get(j); f.Kind() == protoreflect.StringKind && !f.IsList() && strings.HasSuffix(string(f.Name()), "_id") && obj.Get(f).String() != "" {
+				return p.write([]byte(obj.Get(f).String()))
+			}
+		}
+	}
+	return usagef("--output id: a %s response holds no object ID; use --output json", m.name())
 }

@@ -418,3 +418,74 @@ func TestCallSnapshotAliases(t *testing.T) {
 		t.Errorf("expand-volume: %v", out)
 	}
 }
+
+// TestCallOutputID: -o id prints only the ID a create made, so a script captures it; a
+// response with no single object ID is a usage error, not an empty line.
+func TestCallOutputID(t *testing.T) {
+	ep, _ := startAppliance(t)
+	vol := mustCallRaw(t, ep, "create-volume", "id-1", "--size", "1Mi", "-o", "id")
+	got := mustCall(t, ep, "get-volume", strings.TrimSpace(vol))["volume"].(map[string]any)["volumeId"]
+	if !strings.HasPrefix(vol, "vol-") || vol != got.(string)+"\n" {
+		t.Errorf("create-volume -o id = %q, want the volume's ID and a newline (%v)", vol, got)
+	}
+	if snap := mustCallRaw(t, ep, "create-snapshot", "id-snap", "--source", strings.TrimSpace(vol), "--output", "id"); strings.Count(snap, "\n") != 1 || strings.ContainsAny(snap, "{\" ") {
+		t.Errorf("create-snapshot -o id = %q, want one ID", snap)
+	}
+	for _, args := range [][]string{{"info", "-o", "id"}, {"caps", "-o", "id"}, {"info", "-o", "yaml"}} {
+		if _, stderr, err := call(t, ep, args...); exitStatus(err) != exitUsage || !strings.Contains(stderr, "--output") {
+			t.Errorf("call %v: exit %d, stderr %q; want a usage error naming --output", args, exitStatus(err), stderr)
+		}
+	}
+}
+
+// TestCallCarriesPublishContext: publish --save-publish-context writes the publish context
+// whole to a 0600 file while the terminal shows it redacted; stage and node-publish read it
+// back with --publish-context-file, --publish-context entries over it.
+func TestCallCarriesPublishContext(t *testing.T) {
+	ep, _ := startAppliance(t)
+	id := strings.TrimSpace(mustCallRaw(t, ep, "create-volume", "ctx-1", "-o", "id"))
+	file := filepath.Join(t.TempDir(), "ctx.json")
+	out := mustCallRaw(t, ep, "publish", id, "--node", "node-1", "--save-publish-context", file)
+	if !strings.Contains(out, "***stripped***") || strings.Contains(out, `"false"`) {
+		t.Errorf("publish printed the publish context unredacted:\n%s", out)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("saved publish context: %v, %v; want mode 0600", fi, err)
+	}
+	f := &aliasFlags{publishContextFile: file}
+	if pc, err := f.publishContextMap(); err != nil || len(pc) != 1 || pc["readonly"] != "false" {
+		t.Errorf("read back = %v, %v; want the appliance's {readonly: false}", pc, err)
+	}
+	f.publishContext = []string{"readonly=true"}
+	if pc, err := f.publishContextMap(); err != nil || pc["readonly"] != "true" {
+		t.Errorf("with --publish-context readonly=true = %v, %v; want the flag over the file", pc, err)
+	}
+	bad := writeFile(t, "bad.json", `["not", "a", "map"]`)
+	if _, err := (&aliasFlags{publishContextFile: bad}).publishContextMap(); !isUsageError(err) {
+		t.Errorf("a file that is not a JSON object: %v, want a usage error", err)
+	}
+}
+
+func isUsageError(err error) bool {
+	var ue usageError
+	return errors.As(err, &ue)
+}
+
+// TestSavePublishContextKeepsItPrivate: an existing file is narrowed to 0600 and its values
+// are written whole (they may be credentials: the file is where they go instead of the
+// terminal).
+func TestSavePublishContextKeepsItPrivate(t *testing.T) {
+	const canary = "PUBCTX-CANARY-5e1d-chap-secret"
+	file := writeFile(t, "ctx.json", "old")
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := savePublishContext(file, map[string]string{"chapSecret": canary}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	fi, _ := os.Stat(file)
+	if err != nil || !strings.Contains(string(b), canary) || fi.Mode().Perm() != 0o600 {
+		t.Errorf("saved %q (mode %v), %v; want the value, mode 0600", b, fi.Mode().Perm(), err)
+	}
+}

@@ -129,6 +129,7 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys, Repairs: repairs,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
 		Validation: validation, Tenancy: ledger, Transport: transport, Limits: cfg.Limits,
+		Readiness: readiness,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})

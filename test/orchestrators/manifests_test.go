@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -169,15 +170,16 @@ func (k *kube) startConfig(what, cfg string, n int) {
 	e.t.Helper()
 	dir := filepath.Join(e.work, "cfg", strconv.Itoa(n))
 	etc := filepath.Join(dir, "etc")
-	for _, d := range []string{"tls", "central-tls", "appliance-tls", "appliance-credentials", "s", "t", "n", "var"} {
+	for _, d := range []string{"tls", "central-tls", "etcd-tls", "token-key", "appliance-tls", "appliance-credentials", "s", "t", "n", "var"} {
 		os.MkdirAll(filepath.Join(etc, d), 0o755)
 	}
-	for _, d := range []string{"tls", "central-tls"} {
+	for _, d := range []string{"tls", "central-tls", "etcd-tls"} {
 		k.mintCert(filepath.Join(etc, d), "tls", k.ca, k.caKey, pkix.Name{CommonName: "csi-gateway-" + d}, d == "tls")
 		copyFile(filepath.Join(k.dir, "pki", "ca.crt"), filepath.Join(etc, d, "ca.crt"))
 	}
 	copyFile(filepath.Join(k.dir, "pki", "ca.crt"), filepath.Join(etc, "appliance-tls", "ca.crt"))
 	os.WriteFile(filepath.Join(etc, "appliance-credentials", "token"), []byte("e2e-token"), 0o600)
+	os.WriteFile(filepath.Join(etc, "token-key", "token.key"), []byte(strings.Repeat("e2e0", 16)), 0o600)
 	r := strings.NewReplacer(
 		"/etc/csi-gateway/", etc+"/",
 		"/var/lib/csi-gateway", filepath.Join(etc, "var"),
@@ -188,8 +190,12 @@ func (k *kube) startConfig(what, cfg string, n int) {
 		"0.0.0.0:9818", "127.0.0.1:0",
 		"tcp://0.0.0.0:9443", "tcp://127.0.0.1:0",
 	)
+	// The central's etcd members are out of reach here (loopback only): a closed port on
+	// loopback instead. The gateway does not wait for etcd to start; its tenants' calls would
+	// be UNAVAILABLE naming etcd.
+	cfg = etcdEndpoint.ReplaceAllString(r.Replace(cfg), "https://127.0.0.1:9")
 	file := filepath.Join(dir, "config.yaml")
-	os.WriteFile(file, []byte(r.Replace(cfg)), 0o600)
+	os.WriteFile(file, []byte(cfg), 0o600)
 	cmd := exec.Command(e.gateway, "serve", "--config", file)
 	cmd.Env = append(os.Environ(), "CSI_ENDPOINT=")
 	var buf syncBuffer
@@ -220,6 +226,9 @@ func (k *kube) startConfig(what, cfg string, n int) {
 		}
 	}
 }
+
+// etcdEndpoint matches the etcd client URLs of a rendered central configuration.
+var etcdEndpoint = regexp.MustCompile(`https://[A-Za-z0-9.-]+:2379`)
 
 func copyFile(from, to string) {
 	b, _ := os.ReadFile(from)

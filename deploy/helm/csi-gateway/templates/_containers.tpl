@@ -78,8 +78,13 @@
     {{- else }}
     {{- if eq $role "central" }}
     - {name: tls, mountPath: /etc/csi-gateway/tls, readOnly: true}
-    {{- if $v.central.tenancy.enabled }}
+    {{- if include "csigw.centralBbolt" $ }}
     - {name: ledger, mountPath: /var/lib/csi-gateway}
+    {{- else if include "csigw.centralEtcd" $ }}
+    - {name: etcd-tls, mountPath: /etc/csi-gateway/etcd-tls, readOnly: true}
+    {{- end }}
+    {{- if and $v.central.tenancy.enabled $v.central.tenancy.tokenKey.existingSecret }}
+    - {name: token-key, mountPath: /etc/csi-gateway/token-key, readOnly: true}
     {{- end }}
     {{- end }}
     {{- if include "csigw.hasApplianceToken" $ }}
@@ -116,9 +121,16 @@
 {{- if eq $role "central" }}
 - name: tls
   secret: {secretName: {{ include "csigw.centralTLSSecret" $ }}, defaultMode: 0440}
-{{- if $v.central.tenancy.enabled }}
+{{- if include "csigw.centralBbolt" $ }}
 - name: ledger
   persistentVolumeClaim: {claimName: {{ $v.central.tenancy.ledger.existingClaim | default (printf "%s-central-ledger" $full) }}}
+{{- else if include "csigw.centralEtcd" $ }}
+- name: etcd-tls
+  secret: {secretName: {{ $v.central.tenancy.etcd.existingSecret }}, defaultMode: 0440}
+{{- end }}
+{{- if and $v.central.tenancy.enabled $v.central.tenancy.tokenKey.existingSecret }}
+- name: token-key
+  secret: {secretName: {{ $v.central.tenancy.tokenKey.existingSecret }}, defaultMode: 0440, items: [{key: token.key, path: token.key}]}
 {{- end }}
 {{- end }}
 {{- if include "csigw.hasApplianceToken" $ }}

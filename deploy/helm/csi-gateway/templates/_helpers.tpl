@@ -54,6 +54,13 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "csigw.centralTLSSecret" -}}
 {{ .Values.central.tls.existingSecret | default (printf "%s-central-tls" (include "csigw.fullname" .)) }}
 {{- end -}}
+{{/* The central gateway's ledger: "true" when it is on bbolt (one replica) or on etcd. */}}
+{{- define "csigw.centralBbolt" -}}
+{{- if and .Values.central.tenancy.enabled (eq .Values.central.tenancy.store "bbolt") -}}true{{- end -}}
+{{- end -}}
+{{- define "csigw.centralEtcd" -}}
+{{- if and .Values.central.tenancy.enabled (eq .Values.central.tenancy.store "etcd") -}}true{{- end -}}
+{{- end -}}
 {{- define "csigw.clusterTLSSecret" -}}
 {{ .Values.cluster.tls.existingSecret | default (printf "%s-central-client-tls" (include "csigw.fullname" .)) }}
 {{- end -}}
@@ -95,7 +102,19 @@ auth: {bearerTokenFile: /etc/csi-gateway/appliance-credentials/token}
 {{- with $v.central.methods }}{{ $_ := set $lis "methods" . }}{{ end -}}
 {{- $_ := set $cfg "listeners" (list $lis) -}}
 {{- if $v.central.tenancy.enabled -}}
-{{- $_ := set $cfg "tenancy" (dict "ledger" "/var/lib/csi-gateway/tenancy.db" "tenants" $v.central.tenancy.tenants) -}}
+{{- $ten := dict "tenants" $v.central.tenancy.tenants -}}
+{{- if include "csigw.centralEtcd" $ -}}
+{{- $e := $v.central.tenancy.etcd -}}
+{{- $etls := dict "ca" "/etc/csi-gateway/etcd-tls/ca.crt" "cert" "/etc/csi-gateway/etcd-tls/tls.crt" "key" "/etc/csi-gateway/etcd-tls/tls.key" -}}
+{{- with $e.serverName }}{{ $_ := set $etls "serverName" . }}{{ end -}}
+{{- $_ := set $ten "store" (dict "etcd" (dict "endpoints" $e.endpoints "tls" $etls "prefix" $e.prefix "leaseTTL" $e.leaseTTL "requestTimeout" $e.requestTimeout)) -}}
+{{- else -}}
+{{- $_ := set $ten "store" (dict "bbolt" (dict "path" "/var/lib/csi-gateway/tenancy.db")) -}}
+{{- end -}}
+{{- if $v.central.tenancy.tokenKey.existingSecret -}}
+{{- $_ := set $ten "tokenKeyFile" "/etc/csi-gateway/token-key/token.key" -}}
+{{- end -}}
+{{- $_ := set $cfg "tenancy" $ten -}}
 {{- end -}}
 {{- else -}}
 {{- $mode := ternary "0600" "0660" (eq $role "node") -}}
@@ -109,7 +128,9 @@ auth: {bearerTokenFile: /etc/csi-gateway/appliance-credentials/token}
 {{- else if eq $v.deployment "cluster" -}}
 {{- $tls := dict "ca" "/etc/csi-gateway/central-tls/ca.crt" "cert" "/etc/csi-gateway/central-tls/tls.crt" "key" "/etc/csi-gateway/central-tls/tls.key" -}}
 {{- if $v.cluster.central.serverName }}{{ $_ := set $tls "serverName" $v.cluster.central.serverName }}{{ end -}}
-{{- $_ := set $backends "central" (dict "type" "grpc" "target" $v.cluster.central.target "tls" $tls) -}}
+{{- $central := dict "type" "grpc" "tls" $tls -}}
+{{- if $v.cluster.central.targets }}{{ $_ := set $central "targets" $v.cluster.central.targets }}{{ else }}{{ $_ := set $central "target" $v.cluster.central.target }}{{ end -}}
+{{- $_ := set $backends "central" $central -}}
 {{- $routes = append $routes (dict "methods" (list "*") "backend" "central") -}}
 {{- else -}}
 {{- $_ := set $backends "appliance" (fromYaml (include "csigw.applianceBackend" $)) -}}
