@@ -23,6 +23,15 @@ func (e Endpoint) String() string {
 	return e.Scheme + "://" + e.Address
 }
 
+// UnmarshalText parses an endpoint (ParseEndpoint), so that a configuration holds it parsed.
+func (e *Endpoint) UnmarshalText(text []byte) error {
+	v, err := ParseEndpoint(string(text))
+	if err == nil {
+		*e = v
+	}
+	return err
+}
+
 // ParseEndpoint parses an endpoint as the CSI spec writes CSI_ENDPOINT: "unix://" followed by
 // an absolute path (unix:///var/run/csi.sock; the legacy unix:/path form is accepted too), or
 // "tcp://host:port". The error says what form was expected.

@@ -47,6 +47,20 @@ func ParseRepair(s, backendType string) (Repair, error) {
 	return "", fmt.Errorf("unknown repair setting %q; use plugin, spec or none", s)
 }
 
+// UnmarshalText reads a repair setting as the configuration decodes it (ParseRepair); ""
+// stays unset, for the backend's type to decide (DefaultRepair).
+func (r *Repair) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*r = ""
+		return nil
+	}
+	v, err := ParseRepair(string(text), "")
+	if err == nil {
+		*r = v
+	}
+	return err
+}
+
 // DefaultRepair is the repair setting of a backend of type backendType: spec in front of a
 // gRPC driver, plugin where the gateway is the plugin (rest, embedded).
 func DefaultRepair(backendType string) Repair {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"path"
 )
@@ -19,20 +20,30 @@ type routeTable []Route
 
 // newRouteTable checks every pattern and that every route names a known backend.
 func newRouteTable(routes []Route, known func(name string) bool) (routeTable, error) {
+	if err := CheckRoutes(routes, known); err != nil {
+		return nil, err
+	}
+	return routeTable(routes), nil
+}
+
+// CheckRoutes reports every route whose methods are empty or not patterns, or whose backend
+// is not known, each error naming its key ("routes[1].backend: ...").
+func CheckRoutes(routes []Route, known func(name string) bool) error {
+	var errs []error
 	for i, r := range routes {
 		if len(r.Methods) == 0 {
-			return nil, fmt.Errorf("routes[%d]: methods is empty; use [\"*\"] for every method", i)
+			errs = append(errs, fmt.Errorf("routes[%d].methods: empty; use [\"*\"] for every method", i))
 		}
 		for _, p := range r.Methods {
 			if _, err := path.Match(p, "/x/y"); err != nil {
-				return nil, fmt.Errorf("routes[%d].methods: bad pattern %q: %v", i, p, err)
+				errs = append(errs, fmt.Errorf("routes[%d].methods: bad pattern %q: %v", i, p, err))
 			}
 		}
 		if !known(r.Backend) {
-			return nil, fmt.Errorf("routes[%d].backend: no backend named %q", i, r.Backend)
+			errs = append(errs, fmt.Errorf("routes[%d].backend: no backend named %q", i, r.Backend))
 		}
 	}
-	return routeTable(routes), nil
+	return errors.Join(errs...)
 }
 
 // match returns the backend for a full method name, or "" when no route matches.

@@ -66,9 +66,9 @@ func TestNewRouteTableRefuses(t *testing.T) {
 		{"missing backend", []Route{{Methods: []string{"*"}}},
 			`routes[0].backend: no backend named ""`},
 		{"empty methods", []Route{{Methods: []string{}, Backend: "array"}},
-			`routes[0]: methods is empty; use ["*"] for every method`},
+			`routes[0].methods: empty; use ["*"] for every method`},
 		{"nil methods", []Route{{Methods: []string{"*"}, Backend: "array"}, {Backend: "node"}},
-			`routes[1]: methods is empty; use ["*"] for every method`},
+			`routes[1].methods: empty; use ["*"] for every method`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

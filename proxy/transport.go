@@ -38,6 +38,16 @@ func ParseTransport(s string) (Transport, error) {
 	return "", fmt.Errorf("%q is not frames or grpc", s)
 }
 
+// UnmarshalText parses the transport key (see ParseTransport), so that the configuration
+// holds a Transport, read once.
+func (t *Transport) UnmarshalText(text []byte) error {
+	v, err := ParseTransport(string(text))
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
 // listenerServer serves one listener: a *grpc.Server or an *h2grpc.Server.
 type listenerServer interface {
 	Serve(net.Listener) error

@@ -41,6 +41,16 @@ func ParseValidationMode(s string) (ValidationMode, error) {
 	return "", fmt.Errorf("unknown validation mode %q; use enforce, warn or off", s)
 }
 
+// UnmarshalText parses the validation key (see ParseValidationMode), so that the
+// configuration holds a ValidationMode, read once.
+func (m *ValidationMode) UnmarshalText(text []byte) error {
+	v, err := ParseValidationMode(string(text))
+	if err == nil {
+		*m = v
+	}
+	return err
+}
+
 // validate checks every call of a known CSI or VolumeGroup method against the spec's rules
 // (package csispec): the request (required fields, sizes, formats), what the backend the
 // method routes to advertises (capability gating), and the backend's answer. This middleware

@@ -80,3 +80,9 @@ func (c Config) withDefaults() (Config, error) {
 	c.DataDir = abs
 	return c, nil
 }
+
+// Validate checks c as Open does, before the data directory is touched.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}

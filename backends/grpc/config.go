@@ -1,6 +1,7 @@
 package grpcbackend
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -155,4 +156,23 @@ func checkCredentials(name, key, target string, kind targetKind, creds credentia
 		return fmt.Errorf("%s: %q: TLS is required for TCP targets, got %q credentials; configure TLS for this backend (backends.%s.tls)", key, target, p, name)
 	}
 	return nil
+}
+
+// Validate checks c as New does before it dials, for backend name, and reports every problem
+// with its key: the targets, and TLS on a TCP target (withTLS: the backend has TLS
+// configured).
+func (c Config) Validate(name string, withTLS bool) error {
+	addrs, keys, err := c.targetList(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, addr := range addrs {
+		kind, err := parseTarget(keys[i], addr)
+		if err == nil && !withTLS {
+			err = checkCredentials(name, keys[i], addr, kind, nil)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

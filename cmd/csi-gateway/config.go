@@ -1,26 +1,31 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/proxy"
-	"github.com/csi-gateway/csi-gateway/tracing"
 )
 
 // Config is the whole configuration of `csi-gateway serve`, read once at start: defaults,
 // then the YAML file (--config), then CSIGW_* environment variables, then flags. Keys are
 // those of the YAML file (see docs/configuration.md); viper folds them to lower case, so
-// backend names are lower case too.
+// backend names are lower case too. A value with a form of its own has a type that parses it
+// as it is decoded (UnmarshalText: modes, transports, TLS versions, log levels; durations),
+// so nothing parses a configuration string twice. loadConfig refuses unknown keys
+// (checkKeys) and runs Validate, which reports every problem before anything is opened.
 type Config struct {
 	Listeners []ListenerConfig         `mapstructure:"listeners"`
 	Backends  map[string]BackendConfig `mapstructure:"backends"`
@@ -34,11 +39,11 @@ type Config struct {
 	Limits    proxy.TransportLimits    `mapstructure:"limits"`
 	Tenancy   TenancyConfig            `mapstructure:"tenancy"`
 	// Validation is enforce, warn or off (docs/validation.md).
-	Validation string `mapstructure:"validation"`
+	Validation proxy.ValidationMode `mapstructure:"validation"`
 	// Transport is how the gateway reads and writes gRPC, on its listeners and to grpc
 	// backends: grpc (the default: grpc-go's) or frames (its own HTTP/2 frame relay, an
 	// opt-in that saves CPU per call).
-	Transport string `mapstructure:"transport"`
+	Transport proxy.Transport `mapstructure:"transport"`
 }
 
 // AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.
@@ -72,7 +77,7 @@ type TracingConfig struct {
 
 // ListenerConfig is one socket the gateway serves CSI on.
 type ListenerConfig struct {
-	Endpoint string `mapstructure:"endpoint"`
+	Endpoint proxy.Endpoint `mapstructure:"endpoint"`
 	// SocketMode is a Unix socket's permission: a quoted octal string; a bare number is refused.
 	SocketMode proxy.SocketMode `mapstructure:"socketMode"`
 	AllowUIDs  []uint32         `mapstructure:"allowUIDs"`
@@ -89,34 +94,44 @@ type ListenerConfig struct {
 
 // ListenerTLSConfig are a TCP listener's PEM files, reloaded when they change and on SIGHUP.
 type ListenerTLSConfig struct {
-	Cert       string `mapstructure:"cert"`
-	Key        string `mapstructure:"key"`
-	ClientCA   string `mapstructure:"clientCA"`
-	MinVersion string `mapstructure:"minVersion"` // "1.3" (default) or "1.2"
+	Cert       string        `mapstructure:"cert"`
+	Key        string        `mapstructure:"key"`
+	ClientCA   string        `mapstructure:"clientCA"`
+	MinVersion tlsMinVersion `mapstructure:"minVersion"` // "1.3" (default) or "1.2"
 }
 
-// minVersion returns the tls.VersionTLS* constant of MinVersion.
-func (t ListenerTLSConfig) minVersion() (uint16, error) { return parseMinVersion(t.MinVersion) }
+// tlsMinVersion is a minVersion key: "1.3" (the default, also when empty) or "1.2".
+type tlsMinVersion uint16
 
-// parseMinVersion returns the tls.VersionTLS* constant of a minVersion key.
-func parseMinVersion(s string) (uint16, error) {
-	switch s {
+// UnmarshalText parses "1.3", "1.2" or "" (1.3).
+func (v *tlsMinVersion) UnmarshalText(text []byte) error {
+	switch string(text) {
 	case "", "1.3":
-		return tls.VersionTLS13, nil
+		*v = tls.VersionTLS13
 	case "1.2":
-		return tls.VersionTLS12, nil
+		*v = tls.VersionTLS12
+	default:
+		return fmt.Errorf("%q is not 1.3 or 1.2", text)
 	}
-	return 0, fmt.Errorf("%q is not 1.3 or 1.2", s)
+	return nil
+}
+
+// version returns the tls.VersionTLS* constant; the zero value (key not set) is TLS 1.3.
+func (v tlsMinVersion) version() uint16 {
+	if v == 0 {
+		return tls.VersionTLS13
+	}
+	return uint16(v)
 }
 
 // BackendTLSConfig are the PEM files a grpc or rest backend is dialled with, reloaded when
 // they change and on SIGHUP.
 type BackendTLSConfig struct {
-	CA         string `mapstructure:"ca"`         // the CA bundle the backend's certificate must chain to (pinned)
-	Cert       string `mapstructure:"cert"`       // the gateway's client certificate (with key; optional)
-	Key        string `mapstructure:"key"`        //
-	ServerName string `mapstructure:"serverName"` // the name the backend's certificate must carry; default: the host dialled
-	MinVersion string `mapstructure:"minVersion"` // "1.3" (default) or "1.2"
+	CA         string        `mapstructure:"ca"`         // the CA bundle the backend's certificate must chain to (pinned)
+	Cert       string        `mapstructure:"cert"`       // the gateway's client certificate (with key; optional)
+	Key        string        `mapstructure:"key"`        //
+	ServerName string        `mapstructure:"serverName"` // the name the backend's certificate must carry; default: the host dialled
+	MinVersion tlsMinVersion `mapstructure:"minVersion"` // "1.3" (default) or "1.2"
 	// ServerSPIFFEID, when set, is the URI SAN the backend's certificate must carry instead
 	// of a matching DNS name.
 	ServerSPIFFEID string `mapstructure:"serverSPIFFEID"`
@@ -134,7 +149,7 @@ type BackendConfig struct {
 	Type string `mapstructure:"type"` // grpc | rest | embedded
 	// Repair is what the gateway may change in the backend's answers: plugin, spec or none
 	// (proxy.Repair, docs/tap.md); "" is spec for grpc, plugin for the others.
-	Repair string `mapstructure:"repair"`
+	Repair proxy.Repair `mapstructure:"repair"`
 	// grpc
 	Target  string   `mapstructure:"target"`
 	Targets []string `mapstructure:"targets"` // failover order; Target is the one-target shorthand
@@ -163,7 +178,7 @@ type BackendConfig struct {
 	NodeID     string   `mapstructure:"nodeId"`
 	KnownNodes []string `mapstructure:"knownNodes"`
 	Zone       string   `mapstructure:"zone"`
-	Capacity   int64    `mapstructure:"capacityBytes"`
+	Capacity   byteSize `mapstructure:"capacityBytes"`
 	// MaxVolumesPerNode caps publications per node (0 = no limit).
 	MaxVolumesPerNode int64 `mapstructure:"maxVolumesPerNode"`
 }
@@ -175,10 +190,47 @@ type RetryConfig struct {
 	MaxBackoff  time.Duration `mapstructure:"maxBackoff"`
 }
 
+// byteSize is a size key: a number of bytes, or in the file a whole number with a unit
+// ("1Ti", "500Gi", "10G"), read as the flags that take sizes read it (parseSize).
+type byteSize int64
+
+// UnmarshalText parses a size written with a unit.
+func (b *byteSize) UnmarshalText(text []byte) error {
+	n, err := parseSize(string(text))
+	if err == nil {
+		*b = byteSize(n)
+	}
+	return err
+}
+
 // LoggingConfig sets the log's level and format.
 type LoggingConfig struct {
-	Level  string `mapstructure:"level"`  // debug | info | warn | error
-	Format string `mapstructure:"format"` // json | text
+	Level  logLevel  `mapstructure:"level"`  // debug | info | warn | error
+	Format logFormat `mapstructure:"format"` // json | text
+}
+
+// logLevel is logging.level: debug, info, warn or error.
+type logLevel slog.Level
+
+// UnmarshalText parses a level (parseLevel).
+func (l *logLevel) UnmarshalText(text []byte) error {
+	v, err := parseLevel(string(text))
+	if err == nil {
+		*l = logLevel(v)
+	}
+	return err
+}
+
+// logFormat is logging.format: json or text.
+type logFormat string
+
+// UnmarshalText accepts json and text.
+func (f *logFormat) UnmarshalText(text []byte) error {
+	if s := string(text); s != "json" && s != "text" {
+		return fmt.Errorf("%q is not json or text", s)
+	}
+	*f = logFormat(text)
+	return nil
 }
 
 // RedactionConfig lists what may be logged in clear.
@@ -194,7 +246,8 @@ type ShutdownConfig struct {
 
 // Defaults when nothing else is configured: one Unix socket, the embedded appliance behind it.
 const (
-	defaultEndpoint    = "unix:///run/csi-gateway/csi.sock"
+	defaultSocket      = "/run/csi-gateway/csi.sock"
+	defaultEndpoint    = "unix://" + defaultSocket
 	defaultDataDir     = "/var/lib/csi-gateway"
 	defaultBackendName = "embedded"
 )
@@ -202,6 +255,7 @@ const (
 // bindServeFlags declares serve's flags; each overrides one configuration key.
 func bindServeFlags(f *pflag.FlagSet) {
 	f.String("config", "", "YAML configuration file")
+	f.Bool("check-config", false, "check the configuration, print every problem, and exit 0 (valid) or 1, creating nothing")
 	f.String("endpoint", "", "endpoint of the first listener (overrides CSI_ENDPOINT and the file)")
 	f.Var(new(proxy.SocketMode), "socket-mode", "permission bits of the first listener's Unix socket, in octal: 0660, 660 or 0o660 (overrides CSIGW_SOCKET_MODE and the file)")
 	f.String("data-dir", "", "data directory of the default embedded backend (default "+defaultDataDir+")")
@@ -219,6 +273,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetDefault("shutdown.grace", "30s")
 	v.SetDefault("redaction.safeContextKeys", []string{})
 	v.SetDefault("validation", string(proxy.ValidationEnforce))
+	v.SetDefault("transport", string(proxy.DefaultTransport))
 	v.SetDefault("timeouts.default", "0s")
 	v.SetDefault("timeouts.max", "0s")
 	v.SetDefault("admin.listen", "")
@@ -232,48 +287,71 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 	v.SetEnvPrefix("CSIGW")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
+	var errs configErrors
 	if file, _ := flags.GetString("config"); file != "" {
-		v.SetConfigFile(file)
-		if err := v.ReadInConfig(); err != nil {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return Config{}, fmt.Errorf("--config: %w", err)
+		}
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			return Config{}, fmt.Errorf("--config %s: %w", file, err)
+		}
+		if err := checkKeys(data, &errs); err != nil {
 			return Config{}, fmt.Errorf("--config %s: %w", file, err)
 		}
 	}
 	var c Config
-	if err := v.UnmarshalExact(&c); err != nil {
-		return Config{}, keyedDecodeError(err)
+	// checkKeys refused unknown keys with their paths: mapstructure's ErrorUnused would say
+	// "'main.Config' has invalid keys" and miss those whose value is empty.
+	if err := v.Unmarshal(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		textHook, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","),
+	))); err != nil {
+		var decodeErrs configErrors
+		addDecodeErrors(err, &decodeErrs)
+		// mapstructure walks maps in random order: sorted, the same file gives the same lines.
+		slices.SortStableFunc(decodeErrs.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		errs.errs = append(errs.errs, decodeErrs.errs...)
+		// A value of the wrong type is not there to be checked: its key's error stands for it.
+		return Config{}, errs.err()
 	}
 	if s, _ := flags.GetString("log-level"); s != "" {
-		c.Logging.Level = s
+		if err := c.Logging.Level.UnmarshalText([]byte(s)); err != nil {
+			errs.addf("--log-level", "%v", err)
+		}
 	}
 	if s, _ := flags.GetString("log-format"); s != "" {
-		c.Logging.Format = s
+		if err := c.Logging.Format.UnmarshalText([]byte(s)); err != nil {
+			errs.addf("--log-format", "%v", err)
+		}
 	}
 	if s, _ := flags.GetString("admin"); s != "" {
 		c.Admin.Listen = s
 	}
-	endpoint, _ := flags.GetString("endpoint")
+	endpoint, from := flags.Lookup("endpoint").Value.String(), "--endpoint"
 	if endpoint == "" {
-		endpoint = getenv("CSI_ENDPOINT")
+		endpoint, from = getenv("CSI_ENDPOINT"), "CSI_ENDPOINT"
 	}
 	if endpoint != "" {
 		if len(c.Listeners) == 0 {
 			c.Listeners = []ListenerConfig{{}}
 		}
-		c.Listeners[0].Endpoint = endpoint
+		if err := c.Listeners[0].Endpoint.UnmarshalText([]byte(endpoint)); err != nil {
+			errs.addf(from, "%v", err)
+		}
 	}
 	dataDir, _ := flags.GetString("data-dir")
 	c.applyDefaults(dataDir)
-	if err := c.overrideSocketMode(flags, getenv); err != nil {
-		return Config{}, err
-	}
-	return c, c.validate()
+	errs.add(c.overrideSocketMode(flags, getenv))
+	c.check(&errs)
+	return c, errs.err()
 }
 
 // applyDefaults fills what the configuration leaves out: a listener on the default socket,
 // and the embedded appliance as the one backend for every method.
 func (c *Config) applyDefaults(dataDir string) {
 	if len(c.Listeners) == 0 {
-		c.Listeners = []ListenerConfig{{Endpoint: defaultEndpoint}}
+		c.Listeners = []ListenerConfig{{Endpoint: proxy.Endpoint{Scheme: "unix", Address: defaultSocket}}}
 	}
 	if len(c.Backends) == 0 {
 		c.Backends = map[string]BackendConfig{defaultBackendName: {Type: "embedded"}}
@@ -290,171 +368,6 @@ func (c *Config) applyDefaults(dataDir string) {
 			c.Backends[name] = b
 		}
 	}
-}
-
-// validate checks what can be checked without opening anything.
-func (c *Config) validate() error {
-	for i, l := range c.Listeners {
-		key := fmt.Sprintf("listeners[%d]", i)
-		ep, err := proxy.ParseEndpoint(l.Endpoint)
-		if err != nil {
-			return fmt.Errorf("%s.endpoint: %w", key, err)
-		}
-		if err := validateListenerSecurity(key, ep, l); err != nil {
-			return err
-		}
-	}
-	for name, b := range c.Backends {
-		key := "backends." + name
-		switch b.Type {
-		case "grpc":
-			if b.Target == "" && len(b.Targets) == 0 {
-				return fmt.Errorf("%s.target: required for a grpc backend (unix:///path/to/driver.sock), or targets: [...] for failover", key)
-			}
-		case "rest":
-			if len(b.URLs) == 0 {
-				return fmt.Errorf("%s.urls: required for a rest backend (at least one http(s):// URL)", key)
-			}
-			switch b.Protocol {
-			case "", "connect":
-				if !b.CSP.isZero() {
-					return fmt.Errorf("%s.csp: only with protocol: csp", key)
-				}
-			case "csp":
-				if b.AllowSecretsOverPlaintextHTTP {
-					return fmt.Errorf("%s.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP", key)
-				}
-				if err := validateCSP(key, b); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("%s.protocol: %q is not connect or csp", key, b.Protocol)
-			}
-		case "embedded":
-			if b.TLS != nil {
-				return fmt.Errorf("%s.tls: only for grpc and rest backends", key)
-			}
-		case "":
-			return fmt.Errorf("%s.type: required: grpc, rest or embedded", key)
-		default:
-			return fmt.Errorf("%s.type: %q is not one of grpc, rest, embedded", key, b.Type)
-		}
-	}
-	for name, b := range c.Backends {
-		if err := validateBackendSecurity("backends."+name, b); err != nil {
-			return err
-		}
-		if _, err := proxy.ParseRepair(b.Repair, b.Type); err != nil {
-			return fmt.Errorf("backends.%s.repair: %w", name, err)
-		}
-	}
-	if len(c.Routes) == 0 {
-		return fmt.Errorf("routes: empty; route methods to backends, e.g. {methods: [\"*\"], backend: NAME}")
-	}
-	if _, err := proxy.ParseValidationMode(c.Validation); err != nil {
-		return fmt.Errorf("validation: %w", err)
-	}
-	transport, err := proxy.ParseTransport(c.Transport)
-	if err != nil {
-		return fmt.Errorf("transport: %w", err)
-	}
-	if err := c.Limits.Validate(transport); err != nil {
-		return err
-	}
-	if err := c.validateTenancy(); err != nil {
-		return err
-	}
-	if _, err := proxy.NewTimeouts(c.Timeouts); err != nil {
-		return err
-	}
-	if _, err := parseLevel(c.Logging.Level); err != nil {
-		return fmt.Errorf("logging.level: %w", err)
-	}
-	if !slices.Contains([]string{"json", "text"}, c.Logging.Format) {
-		return fmt.Errorf("logging.format: %q is not json or text", c.Logging.Format)
-	}
-	if err := tracing.CheckExporter(c.Tracing.Exporter); err != nil {
-		return err
-	}
-	if c.Tracing.SampleRatio > 1 {
-		return fmt.Errorf("tracing.sampleRatio: %v is not between 0 and 1", c.Tracing.SampleRatio)
-	}
-	if c.Shutdown.Grace < 0 {
-		return fmt.Errorf("shutdown.grace: must not be negative")
-	}
-	return nil
-}
-
-// validateListenerSecurity checks tls, clients and insecure against the endpoint's scheme.
-func validateListenerSecurity(key string, ep proxy.Endpoint, l ListenerConfig) error {
-	if ep.Scheme == "unix" {
-		switch {
-		case l.TLS != nil:
-			return fmt.Errorf("%s.tls: only for tcp:// endpoints; a Unix socket is guarded by socketMode and allowUIDs/allowGIDs", key)
-		case len(l.Clients) > 0:
-			return fmt.Errorf("%s.clients: only for tcp:// endpoints with tls; use allowUIDs/allowGIDs on a Unix socket", key)
-		case l.Insecure:
-			return fmt.Errorf("%s.insecure: only for tcp:// endpoints", key)
-		}
-		return nil
-	}
-	if len(l.AllowUIDs) > 0 || len(l.AllowGIDs) > 0 {
-		return fmt.Errorf("%s.allowUIDs: only for unix:// endpoints; list TCP callers in clients", key)
-	}
-	if l.Insecure {
-		if l.TLS != nil || len(l.Clients) > 0 {
-			return fmt.Errorf("%s.insecure: true turns TLS off; remove tls and clients, or insecure", key)
-		}
-		return nil
-	}
-	if l.TLS == nil {
-		return fmt.Errorf("%s.tls: required on %s (cert, key, clientCA); plaintext TCP needs insecure: true", key, l.Endpoint)
-	}
-	for _, f := range []struct{ name, path string }{{"cert", l.TLS.Cert}, {"key", l.TLS.Key}, {"clientCA", l.TLS.ClientCA}} {
-		if f.path == "" {
-			return fmt.Errorf("%s.tls.%s: required (a PEM file)", key, f.name)
-		}
-	}
-	if _, err := l.TLS.minVersion(); err != nil {
-		return fmt.Errorf("%s.tls.minVersion: %w", key, err)
-	}
-	if len(l.Clients) == 0 {
-		return fmt.Errorf("%s.clients: required with tls: list who may call, e.g. [{uri: \"spiffe://example.org/ns/kube-system/sa/csi-provisioner\"}]", key)
-	}
-	for j, c := range l.Clients {
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("%s.clients[%d]: %w", key, j, err)
-		}
-	}
-	return nil
-}
-
-// validateBackendSecurity checks a backend's tls and auth keys.
-func validateBackendSecurity(key string, b BackendConfig) error {
-	if b.Auth != (BackendAuthConfig{}) && b.Type != "rest" {
-		return fmt.Errorf("%s.auth: only for rest backends", key)
-	}
-	if b.AllowSecretsOverPlaintextHTTP && b.Type != "rest" {
-		return fmt.Errorf("%s.allowSecretsOverPlaintextHTTP: only for rest backends", key)
-	}
-	if b.TLS == nil || b.Type == "embedded" {
-		return nil
-	}
-	return validateClientTLS(key+".tls", *b.TLS)
-}
-
-// validateClientTLS checks the tls keys of something the gateway dials (a backend, etcd).
-func validateClientTLS(key string, t BackendTLSConfig) error {
-	if t.CA == "" {
-		return fmt.Errorf("%s.ca: required (a PEM file: the CA bundle that signed the server's certificate)", key)
-	}
-	if (t.Cert == "") != (t.Key == "") {
-		return fmt.Errorf("%s.cert: cert and key go together (the gateway's client certificate and its key); give both or neither", key)
-	}
-	if _, err := parseMinVersion(t.MinVersion); err != nil {
-		return fmt.Errorf("%s.minVersion: %w", key, err)
-	}
-	return nil
 }
 
 // setLimitDefaults makes every limits key known to viper with its default, so that

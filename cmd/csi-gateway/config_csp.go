@@ -50,29 +50,31 @@ func (c CSPConfig) nodes() map[string]csp.Node {
 	return m
 }
 
-// validateCSP checks what the csp package does not: one URL, https unless allowed otherwise,
-// credentials as a username and password file, node IDs.
-func validateCSP(key string, b BackendConfig) error {
+// validateCSP records the problems of csp backend key: one URL, https unless allowed
+// otherwise, credentials as a username and password file, node IDs, and what the csp package
+// checks (profile, access protocol, ...).
+func validateCSP(key string, b BackendConfig, errs *configErrors) {
 	if len(b.URLs) != 1 {
-		return fmt.Errorf("%s.urls: a csp backend has one URL (the CSP's base URL, before /containers/v1)", key)
+		errs.addf(key+".urls", "a csp backend has one URL (the CSP's base URL, before /containers/v1)")
+		return
 	}
 	if strings.HasPrefix(strings.ToLower(b.URLs[0]), "http://") && !b.CSP.PlaintextHTTP {
-		return fmt.Errorf("%s.urls[0]: http:// would send the CSP's password and token in the clear; use https:// (with tls.ca), or set csp.plaintextHTTP: true for a CSP inside a trusted network", key)
+		errs.addf(key+".urls[0]", "http:// would send the CSP's password and token in the clear; use https:// (with tls.ca), or set csp.plaintextHTTP: true for a CSP inside a trusted network")
 	}
-	if b.Auth.BearerTokenFile != "" || b.Auth.UsernameFile == "" || b.Auth.PasswordFile == "" {
-		return fmt.Errorf("%s.auth: a CSP logs in with a user: set usernameFile and passwordFile (not bearerTokenFile)", key)
+	if b.Auth.BearerTokenFile != "" { // the csp package requires usernameFile and passwordFile
+		errs.addf(key+".auth", "a CSP logs in with a user: set usernameFile and passwordFile (not bearerTokenFile)")
 	}
 	seen := map[string]bool{}
 	for i, n := range b.CSP.Nodes {
 		switch {
 		case n.ID == "":
-			return fmt.Errorf("%s.csp.nodes[%d].id: required (the CSI node ID)", key, i)
+			errs.addf(fmt.Sprintf("%s.csp.nodes[%d].id", key, i), "required (the CSI node ID)")
 		case seen[n.ID]:
-			return fmt.Errorf("%s.csp.nodes[%d].id: %q is listed twice", key, i, n.ID)
+			errs.addf(fmt.Sprintf("%s.csp.nodes[%d].id", key, i), "%q is listed twice", n.ID)
 		}
 		seen[n.ID] = true
 	}
-	return nil
+	errs.addEach(key+".", cspConfig(b).Validate())
 }
 
 // cspConfig is the csp package's configuration of a backend.

@@ -1,41 +1,58 @@
 package main
 
 import (
-	"errors"
+	"encoding"
 	"fmt"
+	"reflect"
+	"regexp"
 
 	"github.com/go-viper/mapstructure/v2"
 )
 
-// keyedDecodeError is the error of a configuration viper could not decode into Config. When a
-// typed value refused what was written (proxy.SocketMode), it is that value's error behind
-// the key's path, "listeners[0].socketMode: …", like every other configuration error;
-// mapstructure's own errors (unknown keys, a list where a map belongs) keep its wording.
-func keyedDecodeError(err error) error {
-	if de := valueDecodeError(err); de != nil {
-		return fmt.Errorf("%s: %w", de.Name(), de.Unwrap())
+// addDecodeErrors records each value viper could not decode into Config behind its key's
+// path, "listeners[0].socketMode: …", like every other configuration error: a typed value's
+// own refusal (proxy.SocketMode, a transport, a duration) or mapstructure's (a list where a
+// map belongs).
+func addDecodeErrors(err error, errs *configErrors) {
+	switch e := err.(type) {
+	case nil:
+	case *mapstructure.DecodeError:
+		errs.addf(mapKeys.ReplaceAllString(e.Name(), ".$1"), "%v", e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, one := range e.Unwrap() {
+			addDecodeErrors(one, errs)
+		}
+	case interface{ Unwrap() error }: // viper's "decoding failed due to the following error(s)"
+		addDecodeErrors(e.Unwrap(), errs)
+	default:
+		errs.add(fmt.Errorf("configuration: %w", err))
 	}
-	return fmt.Errorf("configuration: %w", err)
 }
 
-// valueDecodeError returns the first error in err's tree that names a key and whose cause is
-// not mapstructure's own: a typed value's UnmarshalMapstructure or UnmarshalText refusing.
-func valueDecodeError(err error) *mapstructure.DecodeError {
-	if de, ok := err.(*mapstructure.DecodeError); ok {
-		var own mapstructure.Error
-		if !errors.As(de.Unwrap(), &own) {
-			return de
-		}
+// mapKeys matches the "[name]" mapstructure writes for a map's key in a path
+// ("backends[a].tls"), where the configuration's keys say "backends.a.tls"; a list's "[0]"
+// stays.
+var mapKeys = regexp.MustCompile(`\[([^\]]*[^0-9\]][^\]]*)\]`)
+
+// textHook decodes a string into a value that implements encoding.TextUnmarshaler (a
+// transport, a validation mode, a TLS version), so that each is parsed once, as it is
+// decoded. A type that decodes itself (mapstructure.Unmarshaler: proxy.SocketMode, which
+// refuses bare numbers) is left to do so.
+func textHook(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	if !ok || from.Kind() != reflect.String {
+		return data, nil
 	}
-	switch e := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range e.Unwrap() {
-			if de := valueDecodeError(e); de != nil {
-				return de
-			}
-		}
-	case interface{ Unwrap() error }:
-		return valueDecodeError(e.Unwrap())
+	p := reflect.New(to)
+	if _, self := p.Interface().(mapstructure.Unmarshaler); self {
+		return data, nil
 	}
-	return nil
+	u, ok := p.Interface().(encoding.TextUnmarshaler)
+	if !ok {
+		return data, nil
+	}
+	if err := u.UnmarshalText([]byte(s)); err != nil {
+		return nil, err
+	}
+	return p.Elem().Interface(), nil
 }

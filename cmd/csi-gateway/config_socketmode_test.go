@@ -32,7 +32,7 @@ func listenerModeOnDisk(t *testing.T, c Config) fs.FileMode {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	fi, err := os.Stat(strings.TrimPrefix(c.Listeners[0].Endpoint, "unix://"))
+	fi, err := os.Stat(c.Listeners[0].Endpoint.Address)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,49 +98,46 @@ func (t TenancyConfig) openStore(log *slog.Logger) (tenancy.Store, string, error
 	return store, "bbolt " + path, nil
 }
 
-// validateStore checks tenancy.store (and its shorthand tenancy.ledger).
-func (t TenancyConfig) validateStore() error {
+// checkStore records the problems of tenancy.store (and its shorthand tenancy.ledger).
+func (t TenancyConfig) checkStore(errs *configErrors) {
 	s := t.Store
 	switch {
 	case t.Ledger != "" && (s.Bbolt != nil || s.Etcd != nil):
-		return fmt.Errorf("tenancy.ledger: is the shorthand of tenancy.store.bbolt.path; give tenancy.ledger or tenancy.store, not both")
+		errs.addf("tenancy.ledger", "is the shorthand of tenancy.store.bbolt.path; give tenancy.ledger or tenancy.store, not both")
 	case s.Bbolt != nil && s.Etcd != nil:
-		return fmt.Errorf("tenancy.store: give one of bbolt and etcd")
+		errs.addf("tenancy.store", "give one of bbolt and etcd")
 	case len(t.Tenants) > 0 && !t.enabled():
-		return fmt.Errorf("tenancy.store: required with tenants: tenancy.store.bbolt.path (or its shorthand tenancy.ledger), a file such as /var/lib/csi-gateway/tenancy.db, for one central gateway; tenancy.store.etcd for replicas")
+		errs.addf("tenancy.store", "required with tenants: tenancy.store.bbolt.path (or its shorthand tenancy.ledger), a file such as /var/lib/csi-gateway/tenancy.db, for one central gateway; tenancy.store.etcd for replicas")
 	case s.Bbolt != nil && s.Bbolt.Path == "":
-		return fmt.Errorf("tenancy.store.bbolt.path: required (a file, e.g. /var/lib/csi-gateway/tenancy.db)")
+		errs.addf("tenancy.store.bbolt.path", "required (a file, e.g. /var/lib/csi-gateway/tenancy.db)")
 	case s.Etcd != nil:
-		return s.Etcd.validate()
+		s.Etcd.check(errs)
 	}
-	return nil
 }
 
-// validate checks tenancy.store.etcd.
-func (e EtcdStoreConfig) validate() error {
+// check records the problems of tenancy.store.etcd.
+func (e EtcdStoreConfig) check(errs *configErrors) {
 	const key = "tenancy.store.etcd"
 	if len(e.Endpoints) == 0 {
-		return fmt.Errorf("%s.endpoints: required (the etcd members' client URLs, e.g. https://etcd-0.etcd:2379)", key)
+		errs.addf(key+".endpoints", "required (the etcd members' client URLs, e.g. https://etcd-0.etcd:2379)")
 	}
 	for i, ep := range e.Endpoints {
 		if err := validEtcdEndpoint(ep, e.TLS != nil); err != nil {
-			return fmt.Errorf("%s.endpoints[%d]: %w", key, i, err)
+			errs.addf(fmt.Sprintf("%s.endpoints[%d]", key, i), "%v", err)
 		}
 	}
 	if e.TLS != nil {
-		if err := validateClientTLS(key+".tls", *e.TLS); err != nil {
-			return err
-		}
+		e.TLS.check(key+".tls", errs)
 	}
-	switch {
-	case e.Prefix != "" && !strings.HasSuffix(e.Prefix, "/"):
-		return fmt.Errorf("%s.prefix: %q must end in / (so that it is not the beginning of another gateway's prefix)", key, e.Prefix)
-	case e.LeaseTTL < 0 || (e.LeaseTTL > 0 && e.LeaseTTL < time.Second):
-		return fmt.Errorf("%s.leaseTTL: %s is not a duration of 1s or more (default %s)", key, e.LeaseTTL, tenancy.DefaultEtcdLeaseTTL)
-	case e.RequestTimeout < 0:
-		return fmt.Errorf("%s.requestTimeout: %s is negative (default %s)", key, e.RequestTimeout, tenancy.DefaultEtcdRequestTimeout)
+	if e.Prefix != "" && !strings.HasSuffix(e.Prefix, "/") {
+		errs.addf(key+".prefix", "%q must end in / (so that it is not the beginning of another gateway's prefix)", e.Prefix)
 	}
-	return nil
+	if e.LeaseTTL < 0 || (e.LeaseTTL > 0 && e.LeaseTTL < time.Second) {
+		errs.addf(key+".leaseTTL", "%s is not a duration of 1s or more (default %s)", e.LeaseTTL, tenancy.DefaultEtcdLeaseTTL)
+	}
+	if e.RequestTimeout < 0 {
+		errs.addf(key+".requestTimeout", "%s is negative (default %s)", e.RequestTimeout, tenancy.DefaultEtcdRequestTimeout)
+	}
 }
 
 // validEtcdEndpoint checks an etcd client URL: http:// or https:// (matching whether tls is
@@ -196,54 +193,58 @@ func (t TenancyConfig) ledgerOptions() ([]tenancy.Option, error) {
 	return []tenancy.Option{tenancy.WithTokenKey(key)}, nil
 }
 
-// validateTenancy checks the tenants, the ledger's store and every listener's tenant and methods.
-func (c *Config) validateTenancy() error {
+// tenantNames returns the names in tenancy.tenants, for listeners' references to be checked.
+func (t TenancyConfig) tenantNames() map[string]bool {
+	names := map[string]bool{}
+	for _, tc := range t.Tenants {
+		names[tc.Name] = true
+	}
+	return names
+}
+
+// check records the problems of the tenancy block: the tenants, the ledger's store and the
+// token key file (read and parsed here, as the ledger will).
+func (t TenancyConfig) check(errs *configErrors) {
 	seen := map[string]bool{}
-	for i, t := range c.Tenancy.Tenants {
+	for i, tc := range t.Tenants {
 		key := fmt.Sprintf("tenancy.tenants[%d]", i)
-		if err := tenancy.ValidTenantName(t.Name); err != nil {
-			return fmt.Errorf("%s.name: %w", key, err)
+		if err := tenancy.ValidTenantName(tc.Name); err != nil {
+			errs.addf(key+".name", "%v", err)
+		} else if seen[tc.Name] {
+			errs.addf(key+".name", "tenant %s is listed twice", tc.Name)
 		}
-		if seen[t.Name] {
-			return fmt.Errorf("%s.name: tenant %s is listed twice", key, t.Name)
-		}
-		seen[t.Name] = true
-		if t.MaxVolumes < 0 || t.MaxBytes < 0 {
-			return fmt.Errorf("%s: maxVolumes and maxBytes must not be negative (0 is unlimited)", key)
-		}
-	}
-	if err := c.Tenancy.validateStore(); err != nil {
-		return err
-	}
-	known := func(key, tenant string) error {
-		if !seen[tenant] {
-			return fmt.Errorf("%s: tenant %q is not in tenancy.tenants", key, tenant)
-		}
-		return nil
-	}
-	for i, l := range c.Listeners {
-		key := fmt.Sprintf("listeners[%d]", i)
-		if err := (auth.MethodAllowList{Patterns: l.Methods}).Validate(); err != nil {
-			return fmt.Errorf("%s.methods: %w", key, err)
-		}
-		if l.Tenant != "" {
-			if err := known(key+".tenant", l.Tenant); err != nil {
-				return err
-			}
-		}
-		someTenant := slices.ContainsFunc(l.Clients, func(r auth.ClientRule) bool { return r.Tenant != "" })
-		for j, r := range l.Clients {
-			ckey := fmt.Sprintf("%s.clients[%d].tenant", key, j)
-			switch {
-			case r.Tenant != "":
-				if err := known(ckey, r.Tenant); err != nil {
-					return err
-				}
-			case someTenant && l.Tenant == "":
-				// One unconfined client on a tenants' listener would see every tenant's objects.
-				return fmt.Errorf("%s: required: other clients of %s have tenants; give this one its own, or set %s.tenant", ckey, key, key)
-			}
+		seen[tc.Name] = true
+		if tc.MaxVolumes < 0 || tc.MaxBytes < 0 {
+			errs.addf(key, "maxVolumes and maxBytes must not be negative (0 is unlimited)")
 		}
 	}
-	return nil
+	t.checkStore(errs)
+	if _, err := t.ledgerOptions(); err != nil {
+		errs.add(err)
+	}
+}
+
+// checkTenants records the problems of listener key's tenant and its clients' tenants:
+// each must be in tenancy.tenants, and on a listener where some clients have a tenant, every
+// client is confined (by its own tenant or the listener's).
+func (l ListenerConfig) checkTenants(key string, tenants map[string]bool, errs *configErrors) {
+	known := func(key, tenant string) {
+		if !tenants[tenant] {
+			errs.addf(key, "tenant %q is not in tenancy.tenants", tenant)
+		}
+	}
+	if l.Tenant != "" {
+		known(key+".tenant", l.Tenant)
+	}
+	someTenant := slices.ContainsFunc(l.Clients, func(r auth.ClientRule) bool { return r.Tenant != "" })
+	for j, r := range l.Clients {
+		ckey := fmt.Sprintf("%s.clients[%d].tenant", key, j)
+		switch {
+		case r.Tenant != "":
+			known(ckey, r.Tenant)
+		case someTenant && l.Tenant == "":
+			// One unconfined client on a tenants' listener would see every tenant's objects.
+			errs.addf(ckey, "required: other clients of %s have tenants; give this one its own, or set %s.tenant", key, key)
+		}
+	}
 }

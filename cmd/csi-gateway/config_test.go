@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -39,12 +40,39 @@ func loadFrom(t *testing.T, yaml string, args []string, env map[string]string) (
 	return loadConfig(flags, func(k string) string { return env[k] })
 }
 
+// underRoot creates an empty file at each of paths under a new temporary directory and
+// returns yaml with every "/tls/" and "/secrets/" rewritten to that directory's: Validate reads
+// the files a configuration names.
+func underRoot(t *testing.T, yaml string, paths ...string) (string, string) {
+	t.Helper()
+	root := t.TempDir()
+	for _, p := range paths {
+		writePlaceholder(t, filepath.Join(root, p))
+	}
+	r := strings.NewReplacer("/tls/", root+"/tls/", "/secrets/", root+"/secrets/")
+	return r.Replace(yaml), root
+}
+
+// writePlaceholder creates path, and its directories, holding a line of text.
+func writePlaceholder(t *testing.T, path string) { writeFileAt(t, path, "placeholder\n") }
+
+// writeFileAt creates path, and its directories, holding content.
+func writeFileAt(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	c, err := loadFrom(t, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
+	if len(c.Listeners) != 1 || c.Listeners[0].Endpoint.String() != defaultEndpoint || c.Listeners[0].SocketMode.String() != "0660" {
 		t.Errorf("listeners: %+v", c.Listeners)
 	}
 	if b := c.Backends[defaultBackendName]; b.Type != "embedded" || b.DataDir != defaultDataDir {
@@ -53,7 +81,7 @@ func TestConfigDefaults(t *testing.T) {
 	if len(c.Routes) != 1 || c.Routes[0].Backend != defaultBackendName {
 		t.Errorf("routes: %+v", c.Routes)
 	}
-	if c.Logging.Level != "info" || c.Logging.Format != "json" || c.Shutdown.Grace != 30*time.Second {
+	if c.Logging.Level != logLevel(slog.LevelInfo) || c.Logging.Format != "json" || c.Shutdown.Grace != 30*time.Second {
 		t.Errorf("logging %+v, shutdown %+v", c.Logging, c.Shutdown)
 	}
 	if c.Limits != proxy.DefaultTransportLimits {
@@ -116,35 +144,35 @@ logging: {level: warn}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listeners[0].Endpoint != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
+	if c.Listeners[0].Endpoint.String() != "unix:///tmp/from-file.sock" || c.Listeners[0].SocketMode.String() != "0600" || len(c.Listeners[0].AllowUIDs) != 2 {
 		t.Errorf("listener from the file: %+v", c.Listeners[0])
 	}
 	if b := c.Backends["array1"]; b.Retry.MaxAttempts != 3 || b.Retry.MinBackoff != 10*time.Millisecond {
 		t.Errorf("backend from the file: %+v", b)
 	}
-	if c.Logging.Level != "warn" {
-		t.Errorf("logging.level = %q, want warn from the file", c.Logging.Level)
+	if c.Logging.Level != logLevel(slog.LevelWarn) {
+		t.Errorf("logging.level = %v, want warn from the file", c.Logging.Level)
 	}
 	// CSIGW_* beats the file; CSI_ENDPOINT sets the first listener; flags beat both.
 	c, err = loadFrom(t, yaml, nil, map[string]string{"CSIGW_LOGGING_LEVEL": "debug", "CSI_ENDPOINT": "unix:///tmp/from-env.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Logging.Level != "debug" || c.Listeners[0].Endpoint != "unix:///tmp/from-env.sock" {
-		t.Errorf("environment: level %q endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
+	if c.Logging.Level != logLevel(slog.LevelDebug) || c.Listeners[0].Endpoint.String() != "unix:///tmp/from-env.sock" {
+		t.Errorf("environment: level %v endpoint %v", c.Logging.Level, c.Listeners[0].Endpoint)
 	}
 	c, err = loadFrom(t, yaml, []string{"--log-level", "error", "--endpoint", "unix:///tmp/from-flag.sock"},
 		map[string]string{"CSIGW_LOGGING_LEVEL": "debug", "CSI_ENDPOINT": "unix:///tmp/from-env.sock"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Logging.Level != "error" || c.Listeners[0].Endpoint != "unix:///tmp/from-flag.sock" {
-		t.Errorf("flags: level %q endpoint %q", c.Logging.Level, c.Listeners[0].Endpoint)
+	if c.Logging.Level != logLevel(slog.LevelError) || c.Listeners[0].Endpoint.String() != "unix:///tmp/from-flag.sock" {
+		t.Errorf("flags: level %v endpoint %v", c.Logging.Level, c.Listeners[0].Endpoint)
 	}
 }
 
 func TestConfigTLSListener(t *testing.T) {
-	c, err := loadFrom(t, `
+	yaml, root := underRoot(t, `
 listeners:
   - endpoint: tcp://0.0.0.0:9443
     tls: {cert: /tls/tls.crt, key: /tls/tls.key, clientCA: /tls/ca.crt, minVersion: "1.2"}
@@ -154,19 +182,20 @@ listeners:
       - cn: csi-attacher
   - endpoint: tcp://127.0.0.1:9000
     insecure: true
-`, nil, nil)
+`, "/tls/tls.crt", "/tls/tls.key", "/tls/ca.crt")
+	c, err := loadFrom(t, yaml, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := c.Listeners[0]
-	if l.TLS == nil || *l.TLS != (ListenerTLSConfig{Cert: "/tls/tls.crt", Key: "/tls/tls.key", ClientCA: "/tls/ca.crt", MinVersion: "1.2"}) {
+	if l.TLS == nil || *l.TLS != (ListenerTLSConfig{Cert: root + "/tls/tls.crt", Key: root + "/tls/tls.key", ClientCA: root + "/tls/ca.crt", MinVersion: tls.VersionTLS12}) {
 		t.Errorf("tls: %+v", l.TLS)
 	}
 	if len(l.Clients) != 3 || l.Clients[0].URI != "spiffe://example.org/ns/kube-system/sa/csi-provisioner" ||
 		l.Clients[1].DNS != "node1.example.org" || l.Clients[2].CN != "csi-attacher" {
 		t.Errorf("clients: %+v", l.Clients)
 	}
-	if v, _ := l.TLS.minVersion(); v != tls.VersionTLS12 {
+	if v := l.TLS.MinVersion.version(); v != tls.VersionTLS12 {
 		t.Errorf("minVersion %#x", v)
 	}
 	if !c.Listeners[1].Insecure || c.Listeners[1].TLS != nil {
@@ -175,7 +204,7 @@ listeners:
 }
 
 func TestConfigBackendTLSAndAuth(t *testing.T) {
-	c, err := loadFrom(t, `
+	yaml, root := underRoot(t, `
 backends:
   array1:
     type: rest
@@ -183,16 +212,17 @@ backends:
     tls: {ca: /tls/ca.crt, cert: /tls/tls.crt, key: /tls/tls.key, serverName: array1.example, minVersion: "1.2"}
     auth: {bearerTokenFile: /secrets/token}
 routes: [{methods: ["*"], backend: array1}]
-`, nil, nil)
+`, "/tls/ca.crt", "/tls/tls.crt", "/tls/tls.key", "/secrets/token")
+	c, err := loadFrom(t, yaml, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := c.Backends["array1"]
-	want := BackendTLSConfig{CA: "/tls/ca.crt", Cert: "/tls/tls.crt", Key: "/tls/tls.key", ServerName: "array1.example", MinVersion: "1.2"}
+	want := BackendTLSConfig{CA: root + "/tls/ca.crt", Cert: root + "/tls/tls.crt", Key: root + "/tls/tls.key", ServerName: "array1.example", MinVersion: tls.VersionTLS12}
 	if b.TLS == nil || *b.TLS != want {
 		t.Errorf("tls: %+v, want %+v", b.TLS, want)
 	}
-	if b.Auth != (BackendAuthConfig{BearerTokenFile: "/secrets/token"}) {
+	if b.Auth != (BackendAuthConfig{BearerTokenFile: root + "/secrets/token"}) {
 		t.Errorf("auth: %+v", b.Auth)
 	}
 }
@@ -233,7 +263,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"negative connections", "limits: {maxConnections: -1}", nil, "limits.maxConnections: -1 is negative"},
 		{"negative reset rate", "limits: {maxStreamResetsPerSecond: -5}", nil, "limits.maxStreamResetsPerSecond: -5 is negative"},
 		{"negative write timeout from env", "", map[string]string{"CSIGW_LIMITS_WRITETIMEOUT": "-1s"}, "limits.writeTimeout: -1s is negative"},
-		{"unknown limit", "limits: {maxStreams: 5}", nil, "maxstreams"},
+		{"unknown limit", "limits: {maxStreams: 5}", nil, "limits.maxStreams: unknown key"},
 		{"bad log level from env", "", map[string]string{"CSIGW_LOGGING_LEVEL": "loud"}, "logging.level"},
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "/no/scheme.sock"}, "listeners[0].endpoint"},
 		{"tenant not declared", "listeners: [{endpoint: unix:///tmp/a.sock, tenant: blue}]\ntenancy: {ledger: /t.db, tenants: [{name: green}]}", nil, `listeners[0].tenant: tenant "blue" is not in tenancy.tenants`},
@@ -263,7 +293,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"plaintext opt-in on csp", "backends: {a: {type: rest, protocol: csp, urls: ['http://csp:8080'], allowSecretsOverPlaintextHTTP: true, auth: {usernameFile: /u, passwordFile: /p}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.allowSecretsOverPlaintextHTTP: only with protocol: connect; a csp backend has csp.plaintextHTTP"},
 		{"csp keys on connect", "backends: {a: {type: rest, urls: ['https://a'], csp: {profile: hpe}}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csp: only with protocol: csp"},
 		{"unknown protocol", "backends: {a: {type: rest, protocol: swordfish, urls: ['https://a']}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.protocol: "swordfish" is not connect or csp`},
+		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "unix://relative.sock"}, `CSI_ENDPOINT: endpoint "unix://relative.sock": a unix socket path must be absolute`},
+		{"listener without endpoint", "listeners: [{socketMode: '0660'}]", nil, "listeners[0].endpoint: required"},
 		{"unknown repair", "backends: {a: {type: grpc, target: 'unix:///d.sock', repair: always}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.repair: unknown repair setting "always"; use plugin, spec or none`},
+		{"capacity without a whole number", "backends: {e: {type: embedded, capacityBytes: 1.5Ti}}\nroutes: [{methods: ['*'], backend: e}]", nil, "backends.e.capacityBytes: want a positive whole number of bytes"},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -276,9 +309,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 }
 
 func TestConfigTenancy(t *testing.T) {
-	c, err := loadFrom(t, `listeners:
+	yaml, _ := underRoot(t, `listeners:
   - endpoint: tcp://127.0.0.1:9000
-    tls: {cert: /c, key: /k, clientCA: /ca}
+    tls: {cert: /tls/c, key: /tls/k, clientCA: /tls/ca}
     clients: [{uri: "spiffe://example.org/cluster/a", tenant: cluster-a}, {cn: b, tenant: cluster-b}]
     methods: ["/csi.v1.Identity/*", "/csi.v1.Controller/*"]
   - endpoint: unix:///tmp/ops.sock
@@ -288,7 +321,8 @@ tenancy:
   tenants:
     - {name: cluster-a, maxVolumes: 100, maxBytes: 1099511627776}
     - name: cluster-b
-`, nil, nil)
+`, "/tls/c", "/tls/k", "/tls/ca")
+	c, err := loadFrom(t, yaml, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +380,7 @@ func TestConfigDocLimits(t *testing.T) {
 }
 
 // TestConfigTokenKeyFile: tenancy.tokenKeyFile holds 32 random bytes, raw or in hex; a file
-// that cannot be read or holds anything else is an error naming the key.
+// that cannot be read or holds anything else is an error naming the key, at load.
 func TestConfigTokenKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -367,11 +401,11 @@ func TestConfigTokenKeyFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := loadFrom(t, "tenancy: {ledger: /t.db, tokenKeyFile: "+tc.file+", tenants: [{name: blue}]}", nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts, err := c.Tenancy.ledgerOptions()
 			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts, err := c.Tenancy.ledgerOptions()
 				if err != nil || len(opts) != 1 {
 					t.Fatalf("options %v, %v; want the key", opts, err)
 				}
@@ -381,5 +415,18 @@ func TestConfigTokenKeyFile(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfigCapacityUnits: capacityBytes takes bytes or a size with a unit, as --capacity does.
+func TestConfigCapacityUnits(t *testing.T) {
+	for written, want := range map[string]int64{"1099511627776": 1 << 40, `"1Ti"`: 1 << 40, "500Gi": 500 << 30, "10G": 10e9} {
+		c, err := loadFrom(t, "backends: {e: {type: embedded, capacityBytes: "+written+"}}\nroutes: [{methods: ['*'], backend: e}]", nil, nil)
+		if err != nil {
+			t.Fatalf("capacityBytes: %s: %v", written, err)
+		}
+		if got := int64(c.Backends["e"].Capacity); got != want {
+			t.Errorf("capacityBytes: %s = %d, want %d", written, got, want)
+		}
 	}
 }

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -42,10 +45,17 @@ func newServeCommand() *cobra.Command {
 With no configuration at all, serve listens on ` + defaultEndpoint + ` (or $CSI_ENDPOINT)
 and answers every call from the embedded reference appliance, whose data lives in
 ` + defaultDataDir + ` (--data-dir). See docs/configuration.md for the file's keys;
-CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), flags override both.`,
+CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), flags override both.
+
+--check-config reads and checks the configuration as serve would, creating nothing, prints
+"configuration OK" or every problem found (one per line, each with its key path), and exits
+0 or 1, like nginx -t.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags(), os.Getenv)
+			if check, _ := cmd.Flags().GetBool("check-config"); check {
+				return reportConfigCheck(err, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			if err != nil {
 				return err
 			}
@@ -60,16 +70,26 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 // serve runs the gateway until ctx ends, then drains for cfg.Shutdown.Grace; gc is what
 // tuneGC applied, logged first.
 func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error {
-	log, err := configLogger(cfg.Logging, stderr)
-	if err != nil {
-		return err
-	}
+	log := newLogger(stderr, slog.Level(cfg.Logging.Level), string(cfg.Logging.Format))
 	log.LogAttrs(ctx, slog.LevelInfo, "memory limit", gc.LogAttrs()...)
 	tp, prop, stopTracing, err := startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
+	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
+	// The listeners' TLS material, then the backends', is loaded before any backend or ledger
+	// is opened: a certificate that does not parse stops the start before anything is
+	// created on disk (Validate has read every file already).
+	policies, tlsServers, err := listenerPolicies(cfg.Listeners, metrics, log)
+	defer func() {
+		for _, ts := range tlsServers {
+			ts.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	bes, backendClients, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
 	defer func() {
@@ -84,21 +104,12 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	for _, c := range backendClients {
 		reloadables = append(reloadables, c)
 	}
-	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
 	metrics.WatchBackends(bes)
 	readiness := proxy.NewReadiness(bes, proxy.WithReadyMetrics(metrics))
 	tap := proxy.NewTap()
 	timeouts, err := proxy.NewTimeouts(cfg.Timeouts)
 	if err != nil {
 		return err
-	}
-	validation, err := proxy.ParseValidationMode(cfg.Validation)
-	if err != nil {
-		return fmt.Errorf("validation: %w", err)
-	}
-	transport, err := proxy.ParseTransport(cfg.Transport)
-	if err != nil {
-		return fmt.Errorf("transport: %w", err)
 	}
 	var ledger *tenancy.Ledger
 	if cfg.Tenancy.enabled() {
@@ -123,12 +134,12 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	}
 	repairs := make(map[string]proxy.Repair, len(cfg.Backends))
 	for name, b := range cfg.Backends {
-		repairs[name], _ = proxy.ParseRepair(b.Repair, b.Type) // validated with the configuration
+		repairs[name] = cmp.Or(b.Repair, proxy.DefaultRepair(b.Type))
 	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys, Repairs: repairs,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
-		Validation: validation, Tenancy: ledger, Transport: transport, Limits: cfg.Limits,
+		Validation: cfg.Validation, Tenancy: ledger, Transport: cfg.Transport, Limits: cfg.Limits,
 		Readiness: readiness,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
@@ -149,29 +160,14 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		defer stopAdmin(admin, tap)
 		log.Info("admin listening", "address", cfg.Admin.Listen)
 	}
-	var tlsServers []*tlsconf.Server
-	defer func() {
-		for _, ts := range tlsServers {
-			ts.Close()
-		}
-	}()
 	for i, lc := range cfg.Listeners {
-		key := fmt.Sprintf("listeners[%d]", i)
-		policy, ts, err := listenerPolicy(key, lc, metrics, log)
-		if err != nil {
-			srv.Shutdown(context.Background())
-			return err
-		}
-		if ts != nil {
-			tlsServers = append(tlsServers, ts)
-		}
 		l, err := listen(lc)
 		if err != nil {
 			srv.Shutdown(context.Background())
-			return fmt.Errorf("%s: %w", key, err)
+			return fmt.Errorf("listeners[%d]: %w", i, err)
 		}
-		go func() { errc <- srv.Serve(l, policy) }()
-		log.Info("listening", "endpoint", lc.Endpoint, "socket_mode", lc.SocketMode.String(), "tls", ts != nil)
+		go func() { errc <- srv.Serve(l, policies[i]) }()
+		log.Info("listening", "endpoint", lc.Endpoint.String(), "socket_mode", lc.SocketMode.String(), "tls", lc.TLS != nil)
 	}
 	readiness.SetListening(true)
 	log.Info("gateway ready", "backends", len(bes), "routes", len(cfg.Routes))
@@ -191,16 +187,31 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	return serveErr
 }
 
+// listenerPolicies builds what each listener admits, loading the TLS listeners' files; the
+// caller closes the tlsconf.Servers returned, also with an error.
+func listenerPolicies(listeners []ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) ([]proxy.ListenerPolicy, []*tlsconf.Server, error) {
+	policies := make([]proxy.ListenerPolicy, len(listeners))
+	var servers []*tlsconf.Server
+	for i, lc := range listeners {
+		policy, ts, err := listenerPolicy(fmt.Sprintf("listeners[%d]", i), lc, metrics, log)
+		if err != nil {
+			return nil, servers, err
+		}
+		if ts != nil {
+			servers = append(servers, ts)
+		}
+		policies[i] = policy
+	}
+	return policies, servers, nil
+}
+
 // listenerPolicy builds what listener key admits. A TLS listener gets its tlsconf.Server
 // (the caller closes it), whose certificate expiry goes to metrics; a plaintext TCP listener,
 // and a Unix socket whose name does not end in .sock, are logged as warnings, at every start.
 func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *slog.Logger) (proxy.ListenerPolicy, *tlsconf.Server, error) {
 	p := proxy.ListenerPolicy{AllowUIDs: lc.AllowUIDs, AllowGIDs: lc.AllowGIDs, Tenant: lc.Tenant,
 		Methods: auth.MethodAllowList{Key: key + ".methods", Patterns: lc.Methods}}
-	ep, err := proxy.ParseEndpoint(lc.Endpoint)
-	if err != nil {
-		return p, nil, err
-	}
+	ep := lc.Endpoint
 	if ep.Scheme == "unix" {
 		warnSocketName(key, ep, log)
 		return p, nil, nil
@@ -210,12 +221,8 @@ func listenerPolicy(key string, lc ListenerConfig, metrics *proxy.Metrics, log *
 		p.Creds = insecure.NewCredentials()
 		return p, nil, nil
 	}
-	minVersion, err := lc.TLS.minVersion()
-	if err != nil {
-		return p, nil, fmt.Errorf("%s.tls.minVersion: %w", key, err)
-	}
 	ts, err := tlsconf.NewServer(tlsconf.ServerFiles{Cert: lc.TLS.Cert, Key: lc.TLS.Key, ClientCA: lc.TLS.ClientCA},
-		tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log),
+		tlsconf.WithMinVersion(lc.TLS.MinVersion.version()), tlsconf.WithName(key), tlsconf.WithLogger(log),
 		tlsconf.WithExpiryHook(metrics.SetCertificateExpiry))
 	if err != nil {
 		return p, nil, fmt.Errorf("%s.tls: %w", key, err)
@@ -237,31 +244,27 @@ func warnSocketName(key string, ep proxy.Endpoint, log *slog.Logger) {
 }
 
 func listen(lc ListenerConfig) (net.Listener, error) {
-	ep, err := proxy.ParseEndpoint(lc.Endpoint)
-	if err != nil {
-		return nil, err
-	}
-	return proxy.Listen(ep, lc.SocketMode.Perm())
+	return proxy.Listen(lc.Endpoint, lc.SocketMode.Perm())
 }
 
 // openBackends builds every configured backend, and the TLS configurations they dial with
-// (for SIGHUP to reload). On error it returns those already open, for the caller to close.
+// (for SIGHUP to reload), all TLS files first, then the backends in name order. On error it returns those already open, for the caller to close.
 func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (map[string]backends.Backend, []*tlsconf.Client, error) {
 	bes := map[string]backends.Backend{}
-	transport, err := proxy.ParseTransport(cfg.Transport)
-	if err != nil {
-		return bes, nil, fmt.Errorf("transport: %w", err)
-	}
 	var clients []*tlsconf.Client
-	for name, b := range cfg.Backends {
-		tc, err := backendTLS(name, b, log)
+	byName := map[string]*tlsconf.Client{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
+		tc, err := backendTLS(name, cfg.Backends[name], log)
 		if err != nil {
 			return bes, clients, err
 		}
 		if tc != nil {
 			clients = append(clients, tc)
+			byName[name] = tc
 		}
-		be, err := openBackend(name, b, tc, transport, log.With("backend", name), tp, prop)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
+		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), tp, prop)
 		if err != nil {
 			return bes, clients, err
 		}
@@ -281,11 +284,7 @@ func backendTLS(name string, b BackendConfig, log *slog.Logger) (*tlsconf.Client
 // clientTLS loads the TLS files of something the gateway dials (key names them in errors and
 // logs).
 func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Client, error) {
-	minVersion, err := parseMinVersion(t.MinVersion)
-	if err != nil {
-		return nil, fmt.Errorf("%s.minVersion: %w", key, err)
-	}
-	opts := []tlsconf.Option{tlsconf.WithMinVersion(minVersion), tlsconf.WithName(key), tlsconf.WithLogger(log)}
+	opts := []tlsconf.Option{tlsconf.WithMinVersion(t.MinVersion.version()), tlsconf.WithName(key), tlsconf.WithLogger(log)}
 	if t.ServerSPIFFEID != "" {
 		opts = append(opts, tlsconf.WithServerSPIFFEID(t.ServerSPIFFEID))
 	}
@@ -300,10 +299,7 @@ func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Clien
 func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
-		be, err := embedded.OpenBackend(name, embedded.Config{
-			DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
-			KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: b.Capacity, MaxVolumesPerNode: b.MaxVolumesPerNode,
-		}, log)
+		be, err := embedded.OpenBackend(name, b.embeddedConfig(), log)
 		if err != nil {
 			return nil, fmt.Errorf("backends.%s: %w", name, err)
 		}
@@ -324,12 +320,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		if b.Protocol == "csp" {
 			return openCSP(name, b, log, opts)
 		}
-		cfg := rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
-			Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
-				MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
-			}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
-			AllowSecretsOverPlaintextHTTP: b.AllowSecretsOverPlaintextHTTP,
-		}
+		cfg := b.restConfig()
 		if w := cfg.PlaintextWarning(name); w != "" {
 			log.Warn(w)
 		}
@@ -338,20 +329,30 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 	return nil, fmt.Errorf("backends.%s.type: %q is not one of grpc, rest, embedded", name, b.Type)
 }
 
+// embeddedConfig is the embedded package's configuration of an embedded backend.
+func (b BackendConfig) embeddedConfig() embedded.Config {
+	return embedded.Config{
+		DataDir: b.DataDir, DriverName: b.DriverName, VendorVersion: buildVersion(), NodeID: b.NodeID,
+		KnownNodes: b.KnownNodes, Zone: b.Zone, CapacityBytes: int64(b.Capacity), MaxVolumesPerNode: b.MaxVolumesPerNode,
+	}
+}
+
+// restConfig is the rest package's configuration of a rest backend (protocol connect).
+func (b BackendConfig) restConfig() rest.Config {
+	return rest.Config{URLs: b.URLs, RequestTimeout: b.RequestTimeout,
+		Breaker: b.CircuitBreaker, Budget: b.RetryBudget, Retry: rest.Retry{
+			MaxAttempts: b.Retry.MaxAttempts, MinBackoff: b.Retry.MinBackoff, MaxBackoff: b.Retry.MaxBackoff,
+		}, Auth: rest.Auth{BearerTokenFile: b.Auth.BearerTokenFile, UsernameFile: b.Auth.UsernameFile, PasswordFile: b.Auth.PasswordFile},
+		AllowSecretsOverPlaintextHTTP: b.AllowSecretsOverPlaintextHTTP,
+	}
+}
+
 func closeBackends(bes map[string]backends.Backend, log *slog.Logger) {
 	for name, b := range bes {
 		if err := b.Close(); err != nil {
 			log.Warn("closing a backend failed", "backend", name, "error", err)
 		}
 	}
-}
-
-func configLogger(c LoggingConfig, w io.Writer) (*slog.Logger, error) {
-	level, err := parseLevel(c.Level)
-	if err != nil {
-		return nil, fmt.Errorf("logging.level: %w", err)
-	}
-	return newLogger(w, level, c.Format), nil
 }
 
 // tlsReloader is a TLS configuration SIGHUP reloads: a listener's tlsconf.Server or a

@@ -22,7 +22,11 @@ func TestListenerWarnsSocketName(t *testing.T) {
 	} {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, nil))
-		if _, ts, err := listenerPolicy("listeners[0]", ListenerConfig{Endpoint: tc.endpoint}, nil, log); err != nil || ts != nil {
+		var lc ListenerConfig
+		if err := lc.Endpoint.UnmarshalText([]byte(tc.endpoint)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ts, err := listenerPolicy("listeners[0]", lc, nil, log); err != nil || ts != nil {
 			t.Fatalf("%s: %v, %v", tc.endpoint, ts, err)
 		}
 		switch out := buf.String(); {

@@ -105,3 +105,10 @@ func (c Config) withDefaults() (Config, error) {
 	c.URL = strings.TrimRight(c.URL, "/")
 	return c, errors.Join(errs...)
 }
+
+// Validate checks c as New would, before anything is dialled, and reports every problem,
+// each prefixed with the key it is about relative to the backend.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
