@@ -142,7 +142,11 @@ func TestListingLoopsThroughServer(t *testing.T) {
 	dir := t.TempDir()
 	next := map[string]string{"": "A", "A": "B", "B": "A"}
 	var calls atomic.Int32
-	fake := &serverFake{answer: func(_ context.Context, _ string, raw []byte) ([]byte, error) {
+	fake := &serverFake{answer: func(_ context.Context, method string, raw []byte) ([]byte, error) {
+		if method == "/csi.v1.Controller/ControllerGetVolume" {
+			// A backend without GET_VOLUME: a tenant's ListVolumes pages the backend's.
+			return nil, status.Error(codes.Unimplemented, "no GET_VOLUME")
+		}
 		calls.Add(1)
 		var req csi.ListVolumesRequest
 		if err := proto.Unmarshal(raw, &req); err != nil {
@@ -160,6 +164,9 @@ func TestListingLoopsThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ledger.Close()
+	if err := ledger.Record(context.Background(), tenancy.Volume, "blue-1", tenancy.Record{Tenant: "blue"}); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := NewServer(Options{
 		Routes:   []Route{{Methods: []string{"*"}, Backend: "array"}},
 		Backends: map[string]backends.Backend{"array": fake},

@@ -25,7 +25,7 @@ import (
 // two tenants sharing it through one Ledger.
 
 // openAppliance opens the embedded appliance on a fresh directory, closed when the test ends.
-func openAppliance(t *testing.T, dataDir string) *embedded.Backend {
+func openAppliance(t testing.TB, dataDir string) *embedded.Backend {
 	t.Helper()
 	b, err := embedded.OpenBackend("appliance", embedded.Config{DataDir: dataDir}, nil)
 	if err != nil {

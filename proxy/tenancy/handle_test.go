@@ -462,9 +462,11 @@ func TestListFilteringAndPagination(t *testing.T) {
 			}
 		}
 	}
-	// Pages come in creation order: blue's 5 by 2 are [0 1] [2 3] [4].
+	// ListVolumes pages come in the order of the backend's IDs (the ledger's index of the
+	// tenant's volumes): blue's 5 by 2 are [0 1] [2 3] [4] of them sorted.
 	token := ""
-	for _, want := range [][]string{owned["blue"][0:2], owned["blue"][2:4], owned["blue"][4:5]} {
+	byID := slices.Sorted(slices.Values(owned["blue"]))
+	for _, want := range [][]string{byID[0:2], byID[2:4], byID[4:5]} {
 		resp := w.must("blue", listVolumes, &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: token}).(*csi.ListVolumesResponse)
 		var got []string
 		for _, e := range resp.GetEntries() {

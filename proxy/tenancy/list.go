@@ -3,12 +3,15 @@ package tenancy
 import (
 	"context"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // list serves a List call (ListVolumes, ListSnapshots, ControllerListVolumeHealth,
-// ListVolumeGroups) with the tenant's entries only.
+// ListVolumeGroups) with the tenant's entries only. ListVolumes is served from the ledger's
+// index of the tenant's volumes when the backend can get a volume (listOwned); the rest, and
+// ListVolumes of a backend without ControllerGetVolume, as follows.
 //
 // It asks the backend for as many entries as the tenant still wants and keeps the tenant's
 // own; when other tenants' entries took some of the room it asks again from the backend's
@@ -27,6 +30,11 @@ func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, erro
 	token, err := c.l.tokens.open(c.tenant, c.method, req.ProtoReflect().Get(startingToken).String())
 	if err != nil {
 		return nil, err
+	}
+	if from, owned := ownedPosition(token); c.method == listVolumes && (owned || token == "") {
+		if resp, handled, err := c.listOwned(ctx, req.(*csi.ListVolumesRequest), from); handled {
+			return resp, err
+		}
 	}
 	var kept []protoreflect.Value
 	for {

@@ -44,6 +44,10 @@ type Store interface {
 	// ready returns nil when the store can be read now: always for bbolt; for etcd, when a
 	// quorum read answers (an error naming etcd otherwise). /readyz reports it.
 	ready(ctx context.Context) error
+	// owned returns the backend IDs of tenant's objects of kind, in byte order, from the
+	// first after the given one ("": from the start), at most limit of them (0: all),
+	// reading no other tenant's records (store_owned.go).
+	owned(ctx context.Context, tenant string, kind Kind, after string, limit int) ([]string, error)
 	// opLocker locks objects for the operations in flight (oplock.go).
 	opLocker
 	// Close releases the store (an etcd store's holds vanish with its lease).

@@ -49,6 +49,9 @@ func OpenBolt(path string) (Store, error) {
 				return err
 			}
 		}
+		if err := openOwned(tx); err != nil {
+			return err
+		}
 		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
 			var r Record
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -115,6 +118,9 @@ func (s *boltStore) record(_ context.Context, kind Kind, backendID string, r Rec
 		if err := objects.Put(boltKey(kind, backendID), v); err != nil {
 			return err
 		}
+		if err := indexOwned(tx, kind, backendID, r); err != nil {
+			return err
+		}
 		if r.Name == "" {
 			return nil
 		}
@@ -154,6 +160,9 @@ func (s *boltStore) forget(_ context.Context, kind Kind, backendID string) error
 			if err := tx.Bucket(namesBucket).Delete(boltKey(kind, old.Name)); err != nil {
 				return err
 			}
+		}
+		if err := unindexOwned(tx, kind, backendID, *old); err != nil {
+			return err
 		}
 		return objects.Delete(boltKey(kind, backendID))
 	})

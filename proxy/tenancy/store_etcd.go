@@ -53,6 +53,7 @@ const (
 //	PREFIX names/KIND/BACKEND-NAME      the backend ID
 //	PREFIX tenants/TENANT/usage         the tenant's recorded volumes and bytes
 //	PREFIX tenants/TENANT/holds/ID      a hold of a call in flight, bound to its replica's lease
+//	PREFIX owned/TENANT/KIND/BACKEND-ID the index of the tenant's records (store_owned.go)
 //
 // (The operations in flight on each object, bound to the replicas' leases too, go under
 // PREFIX ops/, beside these: see oplock_etcd.go.)
@@ -323,7 +324,7 @@ func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r R
 			return false, err
 		}
 		cmps := []clientv3.Cmp{unchanged(objKey, kvs[0])}
-		ops := []clientv3.Op{clientv3.OpPut(objKey, string(v))}
+		ops := []clientv3.Op{clientv3.OpPut(objKey, string(v)), s.indexOwned(kind, backendID, merged)}
 		if merged.Name != "" {
 			ops = append(ops, clientv3.OpPut(s.nameKey(kind, merged.Name), backendID))
 		}
@@ -354,7 +355,7 @@ func (s *etcdStore) forget(ctx context.Context, kind Kind, backendID string) err
 			return old == nil, err
 		}
 		cmps := []clientv3.Cmp{unchanged(objKey, kvs[0])}
-		ops := []clientv3.Op{clientv3.OpDelete(objKey)}
+		ops := []clientv3.Op{clientv3.OpDelete(objKey), s.unindexOwned(kind, backendID, *old)}
 		if old.Name != "" {
 			ops = append(ops, clientv3.OpDelete(s.nameKey(kind, old.Name)))
 		}

@@ -34,6 +34,7 @@ func TestLedgerStores(t *testing.T) {
 		{"QuotaSurvivesReopen", testLedgerQuotaSurvivesReopen},
 		{"RecordRefusesAnotherTenantsObject", testLedgerRecordRefusesAnotherTenantsObject},
 		{"Forget", testLedgerForget},
+		{"OwnedIndex", testOwnedIndex},
 		{"ReserveRelease", testReserveRelease},
 		{"ReserveConcurrent", testReserveConcurrent},
 		{"LockConflicts", testLockConflicts},
