@@ -21,14 +21,7 @@ import (
 // the same; with the quorum back, calls go through again on both.
 func TestCentralReplicasOnEtcd(t *testing.T) {
 	cluster := testutil.StartEtcd(t, 3)
-	store := fmt.Sprintf(`  store:
-    etcd:
-      endpoints: [%s]
-      tls: {ca: %s, cert: %s, key: %s, serverName: %s}
-      prefix: /e2e/
-      requestTimeout: 2s
-      leaseTTL: 3s`, strings.Join(cluster.Endpoints(), ", "), cluster.CA, cluster.Cert, cluster.Key, cluster.ServerName)
-	sc := startSharedController(t, t.TempDir(), []string{"blue"}, "    - {name: blue, maxVolumes: 2}", "", store, true)
+	sc := startSharedController(t, t.TempDir(), []string{"blue"}, "    - {name: blue, maxVolumes: 2}", "", etcdStoreYAML(cluster), true)
 	waitOutput(t, sc.central, "etcd https://127.0.0.1", 5*time.Second) // "tenancy on", ledger=etcd …
 	second, secondAddr := sc.startReplica(t, "")
 	replicas := []csi.ControllerClient{
@@ -104,4 +97,32 @@ func TestCentralReplicasOnEtcd(t *testing.T) {
 	if n := listed(replicas[1]); n != 2 {
 		t.Errorf("replica 1 lists %d volumes of blue, want 2", n)
 	}
+}
+
+// TestTwoTenantsSanityOnEtcdReplicas: two tenants run csi-sanity at the same time, each
+// through its cluster gateway, into 3 central replicas from the real binary on one real
+// 3-member etcd, all in front of the same appliance. Each cluster gateway lists the 3
+// replicas as failover targets, tenant cluster-a's starting at replica 0 and cluster-b's at
+// replica 1, so the two suites' calls go to different replicas; both must pass.
+func TestTwoTenantsSanityOnEtcdReplicas(t *testing.T) {
+	twoTenantsSanity(t, func(t *testing.T, dir string, tenants []string, tenantsYAML string) *sharedController {
+		cluster := testutil.StartEtcd(t, 3)
+		sc := startCentralSide(t, dir, tenants, tenantsYAML, "", etcdStoreYAML(cluster), true)
+		_, second := sc.startReplica(t, "")
+		_, third := sc.startReplica(t, "")
+		sc.startClusterGateways(t, tenants, []string{sc.centralAddr, second, third})
+		return sc
+	})
+}
+
+// etcdStoreYAML is the "  store:" line under "tenancy:" that keeps the ledger in cluster,
+// over mTLS.
+func etcdStoreYAML(cluster *testutil.EtcdCluster) string {
+	return fmt.Sprintf(`  store:
+    etcd:
+      endpoints: [%s]
+      tls: {ca: %s, cert: %s, key: %s, serverName: %s}
+      prefix: /e2e/
+      requestTimeout: 2s
+      leaseTTL: 3s`, strings.Join(cluster.Endpoints(), ", "), cluster.CA, cluster.Cert, cluster.Key, cluster.ServerName)
 }

@@ -40,6 +40,15 @@ func tenantSPIFFEID(tenant string) string { return "spiffe://example.org/cluster
 // withTokenKey, a tenancy.tokenKeyFile, and one cluster gateway per tenant.
 func startSharedController(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML, storeYAML string, withTokenKey bool) *sharedController {
 	t.Helper()
+	sc := startCentralSide(t, dir, tenants, tenantsYAML, listenerYAML, storeYAML, withTokenKey)
+	sc.startClusterGateways(t, tenants, []string{sc.centralAddr})
+	return sc
+}
+
+// startCentralSide is startSharedController without the cluster gateways: the appliance and
+// the central gateway, admitting the tenants' cluster gateways.
+func startCentralSide(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML, storeYAML string, withTokenKey bool) *sharedController {
+	t.Helper()
 	ca := testutil.NewCA(t, "shared-controller CA")
 	centralDir := filepath.Join(dir, "central")
 	mkdir(t, centralDir)
@@ -75,29 +84,40 @@ tenancy:
 %s
 `, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, storeYAML, tokenKey, tenantsYAML))
 	sc.startCentral(t)
+	return sc
+}
 
-	for _, tenant := range tenants {
-		cdir := filepath.Join(dir, tenant)
+// startClusterGateways starts one cluster gateway per tenant, each with its own SPIFFE ID,
+// reaching the central gateway at the addresses given (host:port) as failover targets in
+// that order: with several, tenant i's list starts at addrs[i mod len], so that the tenants'
+// calls go to different replicas.
+func (sc *sharedController) startClusterGateways(t *testing.T, tenants, addrs []string) {
+	t.Helper()
+	for i, tenant := range tenants {
+		cdir := filepath.Join(sc.dir, tenant)
 		mkdir(t, cdir)
-		leaf := ca.NewLeaf(t, testutil.Leaf{URIs: []string{tenantSPIFFEID(tenant)}})
+		leaf := sc.ca.NewLeaf(t, testutil.Leaf{URIs: []string{tenantSPIFFEID(tenant)}})
 		crt, k, caFile := filepath.Join(cdir, "tls.crt"), filepath.Join(cdir, "tls.key"), filepath.Join(cdir, "ca.crt")
 		testutil.WritePEM(t, crt, leaf.CertPEM)
 		testutil.WritePEM(t, k, leaf.KeyPEM)
-		testutil.WritePEM(t, caFile, ca.PEM)
-		endpoint := "unix://" + filepath.Join(dir, tenant+".sock")
+		testutil.WritePEM(t, caFile, sc.ca.PEM)
+		var targets []string
+		for j := range addrs {
+			targets = append(targets, "dns:///"+addrs[(i+j)%len(addrs)])
+		}
+		endpoint := "unix://" + filepath.Join(sc.dir, tenant+".sock")
 		testutil.Start(t, "serve", "--config", writeFile(t, filepath.Join(cdir, "gateway.yaml"), fmt.Sprintf(`listeners:
   - endpoint: %s
 backends:
   central:
     type: grpc
-    target: dns:///%s
+    targets: [%s]
     tls: {ca: %s, cert: %s, key: %s, serverName: localhost}
 routes: [{methods: ["*"], backend: central}]
-`, endpoint, addr, caFile, crt, k)))
+`, endpoint, strings.Join(targets, ", "), caFile, crt, k)))
 		testutil.Dial(t, endpoint)
 		sc.clusters[tenant] = endpoint
 	}
-	return sc
 }
 
 // startCentral starts (or restarts) the central gateway and waits until it serves.

@@ -27,16 +27,26 @@ const tenancyDirEnv = "CSIGW_TENANCY_DIR"
 // a lone run does. The appliance's per-node attach limit is off and its spec not run: both
 // runs use the appliance's one node, which in a real fleet two clusters never share.
 func TestTwoTenantsSanity(t *testing.T) {
+	twoTenantsSanity(t, func(t *testing.T, dir string, tenants []string, tenantsYAML string) *sharedController {
+		sc := startSharedController(t, dir, tenants, tenantsYAML, "", "", false)
+		// Without tenancy.tokenKeyFile the listing tokens' key is the process's own, and
+		// the log says what that means.
+		waitOutput(t, sc.central, "tenancy.tokenKeyFile is not set", 10*time.Second)
+		return sc
+	})
+}
+
+// twoTenantsSanity runs csi-sanity for the tenants cluster-a and cluster-b at the same time,
+// each through its cluster gateway at dir/TENANT.sock, into the shared controller that start
+// builds in dir, and checks that nothing of either is left on the appliance.
+func twoTenantsSanity(t *testing.T, start func(t *testing.T, dir string, tenants []string, tenantsYAML string) *sharedController) {
 	tenants := []string{"cluster-a", "cluster-b"}
 	testutil.SanityConcurrently(t, tenants, func(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("csi-sanity's node specs mount volumes: run the tests as root")
 		}
 		dir := t.TempDir()
-		sc := startSharedController(t, dir, tenants, "    - {name: cluster-a}\n    - {name: cluster-b}", "", "", false)
-		// Without tenancy.tokenKeyFile the listing tokens' key is the process's own, and
-		// the log says what that means.
-		waitOutput(t, sc.central, "tenancy.tokenKeyFile is not set", 10*time.Second)
+		sc := start(t, dir, tenants, "    - {name: cluster-a}\n    - {name: cluster-b}")
 		t.Setenv(tenancyDirEnv, dir)
 		t.Cleanup(func() {
 			// Both suites clean up after themselves: nothing of either may be left.
