@@ -108,9 +108,24 @@ func TestTwoTenantsSanityOnEtcdReplicas(t *testing.T) {
 	twoTenantsSanity(t, func(t *testing.T, dir string, tenants []string, tenantsYAML string) *sharedController {
 		cluster := testutil.StartEtcd(t, 3)
 		sc := startCentralSide(t, dir, tenants, tenantsYAML, "", etcdStoreYAML(cluster), true)
-		_, second := sc.startReplica(t, "")
-		_, third := sc.startReplica(t, "")
-		sc.startClusterGateways(t, tenants, []string{sc.centralAddr, second, third})
+		second, secondAddr := sc.startReplica(t, "")
+		third, thirdAddr := sc.startReplica(t, "")
+		sc.startClusterGateways(t, tenants, []string{sc.centralAddr, secondAddr, thirdAddr})
+		t.Cleanup(func() {
+			// The calls spread: each tenant's first target served that tenant's calls.
+			replicas := []*testutil.Process{sc.central, second, third}
+			for i, r := range replicas {
+				var counts []string
+				for _, tenant := range tenants {
+					n := strings.Count(r.Output(), `"caller":"`+tenantSPIFFEID(tenant)+`"`)
+					counts = append(counts, fmt.Sprintf("%s %d", tenant, n))
+					if i < len(tenants) && tenant == tenants[i] && n == 0 {
+						t.Errorf("replica %d, %s's first target, logged no call of %s", i, tenant, tenant)
+					}
+				}
+				t.Logf("replica %d logged calls of: %s", i, strings.Join(counts, ", "))
+			}
+		})
 		return sc
 	})
 }
