@@ -63,9 +63,11 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 # tests by CSIGW_ETCD. A separate binary rather than etcd's server/v3/embed in the test
 # binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
 # processes of its own, which the tests kill like crashes, not under the race detector.
+# csi-test's mock driver (CSIGW_MOCK_DRIVER) is built the same way, for the tap's sanity test.
 test: test-deps lint $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd), then a short fuzz run
-	@$(E2E_COMPONENTS) etcd-ledger
-	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+	@$(E2E_COMPONENTS) etcd-ledger mock-driver
+	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) \
+		CSIGW_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path mock-driver) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)

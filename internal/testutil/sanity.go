@@ -19,15 +19,18 @@ const sanityVariantEnv = "CSIGW_SANITY_VARIANT"
 // its own process lets one test binary run the suite against several configurations (mount
 // and block volumes, several backends) and report each separately. In the child, body runs
 // directly and is expected to call sanity.Test once. The parent fails the sub-test when the
-// child fails and logs the suite's summary line ("Ran N of M Specs ... Passed | Failed ...").
-func SanityVariants(t *testing.T, variants []string, body func(t *testing.T, variant string)) {
+// child fails and logs the suite's summary line ("Ran N of M Specs ... Passed | Failed ..."),
+// which it also returns by variant (nil in the child) for a test that compares the runs.
+func SanityVariants(t *testing.T, variants []string, body func(t *testing.T, variant string)) map[string]string {
 	if v := os.Getenv(sanityVariantEnv); v != "" {
 		body(t, v)
-		return
+		return nil
 	}
+	summaries := map[string]string{}
 	for _, v := range variants {
-		t.Run(v, func(t *testing.T) { runSanityChild(t, v) })
+		t.Run(v, func(t *testing.T) { summaries[v] = runSanityChild(t, v) })
 	}
+	return summaries
 }
 
 // SanityConcurrently is SanityVariants with the variants' suites running at the same time,
@@ -50,8 +53,8 @@ func SanityConcurrently(t *testing.T, variants []string, setup func(t *testing.T
 }
 
 // runSanityChild runs the parent test again in a child process, as variant v, and reports
-// its suite's outcome in t.
-func runSanityChild(t *testing.T, v string) {
+// its suite's outcome in t; it returns the suite's summary.
+func runSanityChild(t *testing.T, v string) string {
 	top := t.Name()[:strings.Index(t.Name(), "/")]
 	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.v", "-test.timeout=10m")
 	cmd.Env = append(os.Environ(), sanityVariantEnv+"="+v)
@@ -64,6 +67,7 @@ func runSanityChild(t *testing.T, v string) {
 	if os.Getenv("CSIGW_SANITY_LOG") != "" {
 		os.WriteFile(os.Getenv("CSIGW_SANITY_LOG")+"."+strings.ReplaceAll(t.Name(), "/", "_")+".log", out, 0o644)
 	}
+	return summary
 }
 
 // SanitySummary extracts Ginkgo's result lines from a suite's output.

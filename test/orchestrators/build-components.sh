@@ -8,6 +8,7 @@
 #   build-components.sh [NAME...]     NAME: etcd etcd-ledger kube-apiserver
 #                                     kube-controller-manager csi-provisioner csi-attacher
 #                                     nomad helm cert-manager-crds prometheus-operator-crds
+#                                     mock-driver
 #                                     (default: all)
 #   build-components.sh --path NAME   where NAME's binary (or directory) is
 #
@@ -28,6 +29,7 @@ NOMAD_API_VERSION=v0.0.0-20241111163541-d92bf1014886 # the commit of the v1.9.3 
 HELM_VERSION=v3.16.3
 CERT_MANAGER_VERSION=v1.16.2 # only its CRDs, for the server-side dry run of Certificates
 PROMETHEUS_OPERATOR_VERSION=v0.85.0 # only its PodMonitor and ServiceMonitor CRDs, likewise
+MOCK_DRIVER_VERSION=v4.1.0  # csi-test's mock CSI driver, for the tap's sanity test (make test)
 
 mkdir -p "$CACHE/bin" "$CACHE/src"
 export GOFLAGS=-mod=mod
@@ -120,6 +122,20 @@ build_nomad() {
   (cd "$dir" && CGO_ENABLED=1 timed nomad $NOMAD_VERSION $NICE $GO build -trimpath -ldflags "-s -w" -o "$out.tmp" github.com/hashicorp/nomad) && mv "$out.tmp" "$out"
 }
 
+# csi-test's mock driver, built in a copy of its module: the module zip ships vendor/modules.txt
+# but no vendored sources, so -mod=vendor cannot build it; without vendor/ it resolves its
+# go.mod's pins from the proxy.
+build_mock_driver() {
+  local out=$CACHE/bin/mock-driver-$MOCK_DRIVER_VERSION dir=$CACHE/src/mock-driver-$MOCK_DRIVER_VERSION up
+  [[ -x $out ]] && return
+  up=$(modinfo github.com/kubernetes-csi/csi-test/v4 "$MOCK_DRIVER_VERSION" Dir)
+  rm -rf "$dir"
+  cp -r "$up" "$dir"
+  chmod -R u+w "$dir"
+  rm -rf "$dir/vendor"
+  (cd "$dir" && timed mock-driver $MOCK_DRIVER_VERSION $NICE $GO build -trimpath -ldflags "-s -w" -o "$out.tmp" ./cmd/mock-driver) && mv "$out.tmp" "$out"
+}
+
 # cert-manager's CRDs as plain manifests: the module's deploy/crds sources carry Helm
 # markers, in comments and in the label values, which are dropped.
 build_cert_manager_crds() {
@@ -157,6 +173,7 @@ build() {
   cert-manager-crds) build_cert_manager_crds ;;
   prometheus-operator-crds) build_prometheus_operator_crds ;;
   helm) build_copy helm helm.sh/helm/v3 $HELM_VERSION helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
+  mock-driver) build_mock_driver ;;
   *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
   esac
 }
@@ -171,6 +188,7 @@ path() {
   csi-attacher) echo "$CACHE/bin/csi-attacher-$ATTACHER_VERSION" ;;
   nomad) echo "$CACHE/bin/nomad-$NOMAD_VERSION" ;;
   helm) echo "$CACHE/bin/helm-$HELM_VERSION" ;;
+  mock-driver) echo "$CACHE/bin/mock-driver-$MOCK_DRIVER_VERSION" ;;
   cert-manager-crds) echo "$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION" ;;
   prometheus-operator-crds) echo "$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" ;;
   esac
