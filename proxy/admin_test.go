@@ -107,7 +107,10 @@ func TestAdminTapLoopbackOnly(t *testing.T) {
 		}
 		srv6.Close()
 	}
-	for _, remote := range []string{"192.0.2.10:40000", "[2001:db8::1]:40000", "[::ffff:192.0.2.10]:1", "10.0.0.1", ""} {
+	// Other peers are only RemoteAddr strings on a request handed to the handler, never
+	// dialled: documentation addresses (RFC 5737, RFC 3849), a v4-mapped one, one without a
+	// port and none at all.
+	for _, remote := range []string{"192.0.2.10:40000", "[2001:db8::1]:40000", "[::ffff:192.0.2.10]:1", "192.0.2.11", ""} {
 		for _, c := range []struct {
 			remoteTap  bool
 			path, want string
