@@ -29,6 +29,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
+	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
 // This file holds what the gateway_*_test.go end-to-end tests share: a CSI driver written in
@@ -343,4 +344,31 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 	}
 	t.Fatalf("csi-gateway %s: %v\n%s", strings.Join(args, " "), err, out)
 	return "", 0
+}
+
+// serveOnSocket serves srv on a Unix socket of the test's own and returns a client of it; the
+// test's end closes the client and shuts the server down, and Serve must then return nil.
+func serveOnSocket(t *testing.T, srv *proxy.Server) *grpc.ClientConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	l, err := proxy.Listen(proxy.Endpoint{Scheme: "unix", Address: sock}, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l, proxy.ListenerPolicy{}) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return conn
 }

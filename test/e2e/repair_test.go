@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -178,22 +176,7 @@ func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validati
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "gw.sock")
-	l, err := proxy.Listen(proxy.Endpoint{Scheme: "unix", Address: sock}, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l, proxy.ListenerPolicy{})
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	conn := serveOnSocket(t, srv)
 	return conn, metrics
 }
 
