@@ -123,7 +123,9 @@ func TestHeaderReaderFarOverLimit(t *testing.T) {
 }
 
 // FuzzHeaderReader: on any header block, split anywhere, the headerReader reads what x/net's
-// Framer reads.
+// Framer reads, except where its own rule applies: a block whose frames take more than four
+// times the header list limit on the wire ends the connection with PROTOCOL_ERROR before it is
+// decoded (x/net's Framer has no such bound).
 func FuzzHeaderReader(f *testing.F) {
 	var encBuf bytes.Buffer
 	enc := hpack.NewEncoder(&encBuf)
@@ -132,12 +134,32 @@ func FuzzHeaderReader(f *testing.F) {
 	f.Add([]byte{0x3f, 0xe1, 0x1f}, uint16(1), uint16(4096)) // a table size update
 	f.Fuzz(func(t *testing.T, block []byte, split, maxList uint16) {
 		var raw bytes.Buffer
+		wire := frameHeaderLen + len(block)
 		if s := int(split); s > 0 && s < len(block) {
 			headerFrames(&raw, 1, block, true, s)
+			wire += frameHeaderLen // its CONTINUATION
 		} else {
 			headerFrames(&raw, 1, block, true)
 		}
 		headerFrames(&raw, 3, block, false) // the same again, on the decoder's table as left
-		compareHeaderReaders(t, raw.Bytes(), uint32(maxList)+1)
+		limit := uint32(maxList) + 1
+		if wire > 4*int(limit)+frameHeaderLen {
+			// The bound is checked before each fragment is decoded: the headerReader reads
+			// what x/net's Framer reads until a fragment takes the block past it, then closes
+			// the connection.
+			ref := http2.NewFramer(nil, bytes.NewReader(raw.Bytes()))
+			ref.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+			ref.MaxHeaderListSize = limit
+			want := readHeaderBlocks(ref.ReadFrame)
+			var hr headerReader
+			hr.init(http2.NewFramer(nil, bytes.NewReader(raw.Bytes())), limit)
+			got := readHeaderBlocks(hr.readFrame)
+			closed := len(got) == 1 && got[0].Err == "connection error PROTOCOL_ERROR"
+			if !closed && !reflect.DeepEqual(got, want) {
+				t.Fatalf("a block of %d bytes on the wire, limit %d: read %+v, want the connection closed (PROTOCOL_ERROR) or what x/net's Framer read, %+v", wire, limit, got, want)
+			}
+			return
+		}
+		compareHeaderReaders(t, raw.Bytes(), limit)
 	})
 }
