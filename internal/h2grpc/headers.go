@@ -129,14 +129,23 @@ func validateMetadata(md metadata.MD) error {
 			continue
 		}
 		for _, v := range vv {
-			for i := 0; i < len(v); i++ {
-				if c := v[i]; c < 0x20 || c > 0x7E {
-					return fmt.Errorf("header key %q contains value with non-printable ASCII characters", k)
-				}
+			if !printableASCII(v) {
+				return fmt.Errorf("header key %q contains value with non-printable ASCII characters", k)
 			}
 		}
 	}
 	return nil
+}
+
+// printableASCII reports whether v is made of printable ASCII only, as the value of a header
+// that is not "-bin" must be.
+func printableASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7E {
+			return false
+		}
+	}
+	return true
 }
 
 // headerListSize is the HTTP/2 size of a header list (name + value + 32 per field), compared
