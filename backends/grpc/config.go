@@ -56,13 +56,15 @@ type options struct {
 	propagator     propagation.TextMapPropagator // nil: otel's global
 	log            *slog.Logger                  // failover notices (see WithLogger)
 	frames         bool                          // calls over internal/h2grpc (see WithFrames)
+	userAgent      string                        // of the backend's own calls (see WithUserAgent)
+	agents         agentOptions                  // the callers' user-agents (agents.go)
 
 	breaker breakerOptions // see WithCircuitBreaker (breaker.go)
 }
 
 // defaultOptions holds every default in one place.
 func defaultOptions() options {
-	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler)}
+	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), agents: defaultAgentOptions()}
 }
 
 // WithTransportCredentials sets the credentials of the connection to the driver. TCP
@@ -78,6 +80,14 @@ func WithTransportCredentials(c credentials.TransportCredentials) Option {
 // WithTransportCredentials, where New can check them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+}
+
+// WithUserAgent sets the user-agent of the backend's own calls — readiness probes, the
+// gateway's capability fetches, and calls whose caller sent none — which the transport's
+// token follows ("grpc-go/1.85.0", or "grpc-go-h2grpc/1" with WithFrames). A caller's call
+// carries the caller's user-agent instead (see agents.go). Default: the token alone.
+func WithUserAgent(ua string) Option {
+	return func(o *options) { o.userAgent = ua }
 }
 
 // WithReadyTimeout bounds the Identity/Probe call of Ready (default 2 s; the caller's deadline
