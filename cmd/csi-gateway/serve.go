@@ -308,7 +308,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		return be, nil
 	case "grpc":
 		opts := []grpcbackend.Option{grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
-			grpcbackend.WithCircuitBreaker(b.CircuitBreaker)}
+			grpcbackend.WithCircuitBreaker(b.CircuitBreaker), grpcbackend.WithUserAgent(gatewayUserAgent())}
 		if tc != nil {
 			opts = append(opts, grpcbackend.WithTransportCredentials(credentials.NewTLS(tc.Config())))
 		}
