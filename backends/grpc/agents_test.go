@@ -41,7 +41,7 @@ type agentDriver struct {
 
 type agentCall struct{ method, ua string }
 
-func startAgentDriver(t *testing.T, path string) *agentDriver {
+func startAgentDriver(t testing.TB, path string) *agentDriver {
 	t.Helper()
 	d := &agentDriver{target: "unix://" + path}
 	d.srv = grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.UnknownServiceHandler(func(_ any, s grpc.ServerStream) error {

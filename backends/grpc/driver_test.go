@@ -137,7 +137,7 @@ func (c *recordingCodec) received() [][]byte {
 
 // socketPath returns a path for a Unix socket in a fresh temporary directory, short enough for
 // sun_path (108 bytes).
-func socketPath(t *testing.T, name string) string {
+func socketPath(t testing.TB, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if len(dir)+len(name)+1 > 100 {
