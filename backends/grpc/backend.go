@@ -175,9 +175,9 @@ func (b *Backend) Targets() []string {
 //
 // out is ctx with the caller's metadata as outgoing metadata (see outgoingContext), and a the
 // agent of the caller's user-agent (agents.go; nil: the backend's own); ctx's deadline and
-// cancellation apply to the call. When ctx is the context of the caller's grpc
-// server stream, the driver's response header and trailer metadata are set on that stream with
-// grpc.SetHeader and grpc.SetTrailer (also when the call fails). Errors are *backends.Error: the
+// cancellation apply to the call. When ctx is the context of the caller's grpc server stream,
+// the driver's response header and trailer metadata are set on that stream with grpc.SetHeader
+// and grpc.SetTrailer (also when the call fails). Errors are *backends.Error: the
 // driver's status code gives the class and its message is kept, prefixed with the backend name;
 // a driver that cannot be reached at any target is ClassUnavailable at once (calls do not wait
 // for a connection).
@@ -254,8 +254,8 @@ func (b *Backend) probe(ctx context.Context, t *target) *backends.Error {
 	return nil
 }
 
-// Close closes the connections to the driver, the agents' too; calls in flight fail with ClassUnavailable, and
-// so do calls made after Close. Close may be called more than once.
+// Close closes the connections to the driver, the agents' too; calls in flight fail with
+// ClassUnavailable, and so do calls made after Close. Close may be called more than once.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)

@@ -96,9 +96,9 @@ var _ backends.BreakerReporter = (*Backend)(nil)
 // with its own error, and says nothing about the driver.
 //
 // The trial call after a cool-down first wakes the connection it goes over, agent a's at the
-// target calls go to (wake): grpc's reconnect backoff (up to 5 s for a socket, 2 min for TCP) would otherwise
-// fail the trial at once although the driver may be back, and keep the circuit open for
-// longer.
+// target calls go to (wake): grpc's reconnect backoff (up to 5 s for a socket, 2 min for TCP)
+// would otherwise fail the trial at once although the driver may be back, and keep the
+// circuit open for longer.
 func (b *Backend) admit(ctx context.Context, a *agent) (backends.Permit, error) {
 	if b.closed.Load() || ctx.Err() != nil {
 		return backends.Permit{}, nil

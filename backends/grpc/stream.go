@@ -24,9 +24,9 @@ import (
 // frame, and its trailer metadata with the end of the call.
 //
 // ctx must be caller's context or derived from it: its deadline and cancellation end the call
-// to the driver; out and a carry its metadata and user-agent, as in unary. method is the full method name
-// ("/service/method") called on the driver. caller must not have been read from yet. One attempt
-// is counted per target tried: a stream fails over to the next target only when it could not
+// to the driver; out and a carry its metadata and user-agent, as in unary. method is the full
+// method name ("/service/method") called on the driver. caller must not have been read from
+// yet. One attempt is counted per target tried: a stream fails over to the next target only when it could not
 // be opened because the driver cannot be reached, before any frame was read or sent (see
 // Backend). Errors are *backends.Error, classified like in Unary; a call cut short because the
 // caller went away is ClassCanceled (ClassDeadline when its deadline passed).
