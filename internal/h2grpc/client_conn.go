@@ -268,8 +268,8 @@ func (ct *clientTransport) stream(id uint32) *clientStream {
 // resetStream ends a stream with err and sends RST_STREAM(code).
 func (ct *clientTransport) resetStream(id uint32, code http2.ErrCode, err error) {
 	if cs := ct.stream(id); cs != nil {
+		ct.release(cs) // first: the caller woken by abort must not reset it a second time
 		cs.s.rb.abort(err)
-		ct.release(cs)
 	}
 	ct.queueRST(id, code)
 }

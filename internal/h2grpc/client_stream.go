@@ -225,10 +225,9 @@ func (cs *clientStream) sendUnary(args any) error {
 	if err != nil {
 		return err
 	}
-	err = cs.writeFirst(&outFrames{hdr: cs.hdr, msg: p, hasMsg: true, endStream: true, now: true})
+	err = cs.writeFirst(&outFrames{hdr: cs.hdr, msg: p, hasMsg: true, endStream: true, now: true, ended: &cs.sentEnd})
 	bs.Free()
 	cs.hdr = nil
-	cs.sentEnd.Store(true)
 	switch err {
 	case nil:
 		cs.outPayloadStats(args, len(p))
