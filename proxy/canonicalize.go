@@ -44,6 +44,20 @@ func canonicalize(r *redact.Redactor, repairs map[string]Repair) Middleware {
 					return st.Err()
 				}
 			}
+			if call.info.notCSI { // a DescriptorSet's: its code stands, scrubbed, without details
+				if st, ok := backendStatus(err); ok {
+					scrubbed := call.secrets(r).Scrub(st.Message())
+					var kinds []string
+					if scrubbed != st.Message() {
+						kinds = append(kinds, repairSecret)
+					}
+					if len(st.Proto().GetDetails()) > 0 {
+						kinds = append(kinds, repairDetails) // cannot be scrubbed: they are dropped
+					}
+					call.noteRepair(st.Code(), scrubbed, kinds)
+					return status.Error(st.Code(), scrubbed)
+				}
+			}
 			setting := repairs[call.Backend]
 			if setting == "" {
 				setting = RepairPlugin
