@@ -31,7 +31,7 @@ const maxMessageBytes = 1024
 // In every setting the request's secret values are scrubbed out of the message, and what the
 // gateway changed is recorded on the call (noteRepair) beside the backend's own code and
 // (scrubbed) message. Methods the gateway does not know are not CSI: their statuses pass
-// through untouched.
+// through untouched; those of a DescriptorSet keep their code, scrubbed and without details.
 func canonicalize(r *redact.Redactor, repairs map[string]Repair) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
@@ -44,7 +44,7 @@ func canonicalize(r *redact.Redactor, repairs map[string]Repair) Middleware {
 					return st.Err()
 				}
 			}
-			if call.info.notCSI { // a DescriptorSet's: its code stands, scrubbed, without details
+			if call.Known() && call.info.notCSI { // a DescriptorSet's: its code stands, scrubbed, without details
 				if st, ok := backendStatus(err); ok {
 					scrubbed := call.secrets(r).Scrub(st.Message())
 					var kinds []string

@@ -81,7 +81,8 @@ func exampleReplicationSet(t *testing.T) *descriptorpb.FileDescriptorSet {
 // PERMISSION_DENIED. With the set, the gateway (debug log, spans on stdout, the tap) keeps
 // every canary out of the caller's error, its log and spans, the tap and /metrics, while the
 // driver receives them intact and the caller gets the driver's code; without the set the call
-// is forwarded untouched, which the caller's error shows (and docs/errors.md says).
+// is forwarded untouched: the driver's message, secret and all, reaches the caller and the log
+// (docs/versions.md and docs/errors.md say so).
 func TestDescriptorSetSecrets(t *testing.T) {
 	const method = "/example.replication.v1.Replication/EnableReplication"
 	set := exampleReplicationSet(t)
@@ -144,6 +145,8 @@ tracing: {exporter: stdout, sampleRatio: 1}
 				if !strings.Contains(st.Message(), canaries[1]) {
 					t.Errorf("without the set the driver's message should pass untouched; got %q", st.Message())
 				}
+				// docs/versions.md says so too: such a call's error message is logged as written.
+				waitOutput(t, gw.Process, canaries[1], 20*time.Second)
 				return
 			}
 			sinks := map[string]string{"the caller's error": st.Message()}
