@@ -68,6 +68,19 @@ var serialKeys = map[string]serialKey{
 	"/csi.v1.GroupController/CreateVolumeGroupSnapshot": {kind: kindGroupSnapshotName, field: "name"},
 	"/csi.v1.GroupController/DeleteVolumeGroupSnapshot": {kind: kindGroupSnapshot, field: "group_snapshot_id"},
 
+	// CSI v0: the same operations under v0's names, in the same key space (a v0 and a v1 call
+	// on one volume are one volume's operations).
+	"/csi.v0.Controller/CreateVolume":              {kind: kindVolumeName, field: "name"},
+	"/csi.v0.Controller/DeleteVolume":              {kind: kindVolume, field: "volume_id"},
+	"/csi.v0.Controller/ControllerPublishVolume":   {kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"},
+	"/csi.v0.Controller/ControllerUnpublishVolume": {kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"},
+	"/csi.v0.Controller/CreateSnapshot":            {kind: kindSnapshotName, field: "name"},
+	"/csi.v0.Controller/DeleteSnapshot":            {kind: kindSnapshot, field: "snapshot_id"},
+	"/csi.v0.Node/NodeStageVolume":                 {kind: kindVolume, field: "volume_id"},
+	"/csi.v0.Node/NodeUnstageVolume":               {kind: kindVolume, field: "volume_id"},
+	"/csi.v0.Node/NodePublishVolume":               {kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"},
+	"/csi.v0.Node/NodeUnpublishVolume":             {kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"},
+
 	"/volumegroup.Controller/CreateVolumeGroup":           {kind: kindVolumeGroupName, field: "name"},
 	"/volumegroup.Controller/ModifyVolumeGroupMembership": {kind: kindVolumeGroup, field: "volume_group_id"},
 	"/volumegroup.Controller/DeleteVolumeGroup":           {kind: kindVolumeGroup, field: "volume_group_id"},

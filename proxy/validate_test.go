@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/redact"
 )
 
@@ -248,6 +250,9 @@ var validRequests = map[string]proto.Message{
 	"/csi.v1.SnapshotMetadata/GetMetadataAllocated":          &csi.GetMetadataAllocatedRequest{SnapshotId: "snap-1"},
 	"/csi.v1.SnapshotMetadata/GetMetadataDelta":              &csi.GetMetadataDeltaRequest{BaseSnapshotId: "a", TargetSnapshotId: "b"},
 }
+
+// CSI v0's methods, valid by v0's rules (with a secret, which validation never looks at).
+func init() { maps.Copy(validRequests, testutil.V0Requests(map[string]string{"password": "x"})) }
 
 // TestValidateValidRequestsPass: a valid request of every method passes every rule, with a
 // backend that advertises everything.
