@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -31,6 +32,9 @@ type methodInfo struct {
 	// tenantScoped: the tenancy ledger knows the method's names and IDs (csi.v1, volumegroup);
 	// a tenant's call of any other method is refused (scopeTenants).
 	tenantScoped bool
+	// notCSI: a method of a DescriptorSet, decoded, redacted and scrubbed, but not governed by
+	// the CSI spec: not validated, and its statuses keep their codes (canonicalize).
+	notCSI bool
 }
 
 // pageTokens are the token fields of a paged List method: the request's starting_token and
@@ -107,9 +111,13 @@ func hasPackage(packages []string, service string) bool {
 // methodTable caches lookupMethod for every method of the known services, built once.
 type methodTable map[string]*methodInfo
 
-// newMethodTable walks the registry for every method of the known packages.
-func newMethodTable() methodTable {
+// newMethodTable walks the registry for every method of the known packages, and adds the
+// methods of sets.
+func newMethodTable(sets ...*DescriptorSet) methodTable {
 	t := methodTable{}
+	for _, ds := range sets {
+		maps.Copy(t, ds.methods())
+	}
 	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		services := fd.Services()
 		for i := range services.Len() {

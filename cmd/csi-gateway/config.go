@@ -45,6 +45,28 @@ type Config struct {
 	// backends: grpc (the default: grpc-go's) or frames (its own HTTP/2 frame relay, an
 	// opt-in that saves CPU per call).
 	Transport proxy.Transport `mapstructure:"transport"`
+	// DescriptorSets are services the gateway does not compile in (csi-addons replication,
+	// fencing, a vendor's extension) whose calls it decodes, redacts and scrubs.
+	DescriptorSets []DescriptorSetConfig `mapstructure:"descriptorSets"`
+}
+
+// DescriptorSetConfig is one protobuf descriptor set (protoc --include_imports
+// --descriptor_set_out) and the secret fields of its messages that carry no csi_secret option.
+type DescriptorSetConfig struct {
+	File         string   `mapstructure:"file"`
+	SecretFields []string `mapstructure:"secretFields"`
+}
+
+// load reads the set; key names it in errors.
+func (d DescriptorSetConfig) load(key string) (*proxy.DescriptorSet, error) {
+	if d.File == "" {
+		return nil, fmt.Errorf("%s.file: empty; the path of a descriptor set (protoc --include_imports --descriptor_set_out)", key)
+	}
+	ds, err := proxy.LoadDescriptorSet(d.File, d.SecretFields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", key, err)
+	}
+	return ds, nil
 }
 
 // AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
@@ -213,8 +216,42 @@ func isGatewayConfig(t *testing.T, text string) bool {
 // fileKeys are the keys whose values are files the gateway reads at start.
 var fileKeys = []string{"cert", "key", "clientCA", "ca", "bearerTokenFile", "usernameFile", "passwordFile", "tokenKeyFile"}
 
+// secretFieldsOf returns the secretFields of a descriptorSets entry (a mapping node).
+func secretFieldsOf(entry *yaml.Node) []string {
+	var out []string
+	for i := 0; i+1 < len(entry.Content); i += 2 {
+		if entry.Content[i].Value == "secretFields" {
+			for _, f := range entry.Content[i+1].Content {
+				out = append(out, f.Value)
+			}
+		}
+	}
+	return out
+}
+
+// descriptorSetDeclaring returns a descriptor set in which each of fields (full names:
+// package.Message.field) is a string field, for an example's placeholder descriptor set.
+func descriptorSetDeclaring(fields []string) *descriptorpb.FileDescriptorSet {
+	set := &descriptorpb.FileDescriptorSet{}
+	for i, f := range fields {
+		parts := strings.Split(f, ".")
+		if len(parts) < 3 {
+			continue // not a full name: the gateway's check reports it
+		}
+		set.File = append(set.File, &descriptorpb.FileDescriptorProto{
+			Name: proto.String(fmt.Sprintf("example%d.proto", i)), Package: proto.String(strings.Join(parts[:len(parts)-2], ".")),
+			Syntax: proto.String("proto3"),
+			MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String(parts[len(parts)-2]), Field: []*descriptorpb.FieldDescriptorProto{{
+				Name: proto.String(parts[len(parts)-1]), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+				Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()}}}},
+		})
+	}
+	return set
+}
+
 // withPlaceholderFiles returns text with every absolute path under a fileKeys key moved under
-// a temporary root, where a placeholder is created (a hex key for tokenKeyFile).
+// a temporary root, where a placeholder is created (a hex key for tokenKeyFile; for a
+// descriptorSets file, a set that declares the entry's secretFields).
 func withPlaceholderFiles(t *testing.T, text string) string {
 	t.Helper()
 	var doc yaml.Node
@@ -227,6 +264,10 @@ func withPlaceholderFiles(t *testing.T, text string) string {
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
+				if k.Value == "file" && v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, "/") { // descriptorSets[]
+					v.Value = filepath.Join(root, v.Value)
+					writeFileAt(t, v.Value, string(testutil.MustMarshal(t, descriptorSetDeclaring(secretFieldsOf(n)))))
+				}
 				if slices.Contains(fileKeys, k.Value) && v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, "/") {
 					v.Value = filepath.Join(root, v.Value)
 					writePlaceholder(t, v.Value)

@@ -53,6 +53,11 @@ func (c *Config) check(errs *configErrors) {
 	}
 	errs.add(c.Limits.Validate(c.Transport))
 	c.Tenancy.check(errs)
+	for i, d := range c.DescriptorSets {
+		if _, err := d.load(fmt.Sprintf("descriptorSets[%d]", i)); err != nil {
+			errs.add(err)
+		}
+	}
 }
 
 // check records the problems of listener key: its endpoint, its security against the

@@ -139,11 +139,19 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	for name, b := range cfg.Backends {
 		repairs[name] = cmp.Or(b.Repair, proxy.DefaultRepair(b.Type))
 	}
+	var sets []*proxy.DescriptorSet
+	for i, d := range cfg.DescriptorSets {
+		ds, err := d.load(fmt.Sprintf("descriptorSets[%d]", i))
+		if err != nil {
+			return err
+		}
+		sets = append(sets, ds)
+	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys, Repairs: repairs,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
 		Validation: cfg.Validation, Tenancy: ledger, Transport: cfg.Transport, Limits: cfg.Limits,
-		Readiness: readiness,
+		Readiness: readiness, DescriptorSets: sets,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
