@@ -15,10 +15,6 @@ import (
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
-// v0MockDriverEnv names csi-test v0.3.5's v0 mock driver (make test builds it with
-// test/orchestrators/build-components.sh v0-mock-driver and sets it).
-const v0MockDriverEnv = "CSIGW_V0_MOCK_DRIVER"
-
 // TestV1SanityThroughV0Driver runs csi-sanity v5.6.0, a CSI v1 caller, through the real
 // gateway binary in front of csi-test v0.3.5's v0 mock driver, translated (backends/translate):
 // with the driver's version configured (v0) and found out (auto). Validation enforces the v1
@@ -35,6 +31,7 @@ func TestV1SanityThroughV0Driver(t *testing.T) {
 		dir := t.TempDir()
 		mockSocket := filepath.Join(dir, "mock.sock")
 		testutil.StartCommand(t, "env", "CSI_ENDPOINT="+mockSocket, bin)
+		waitV0Probe(t, mockSocket)
 		gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
   mock: {type: grpc, target: "unix://%s", csiVersion: %s}
 routes:
@@ -58,10 +55,6 @@ var v0MockRestoreSkips = []testutil.SanitySkip{
 	{Pattern: "should create volume from an existing source snapshot", Why: "csi-test v0.3.5's v0 mock driver ignores volume_content_source"},
 	{Pattern: "should fail when the volume source snapshot is not found", Why: "csi-test v0.3.5's v0 mock driver ignores volume_content_source"},
 }
-
-// v0SanityEnv names csi-test v0.3.5's v0 sanity suite, a test binary (make test builds it with
-// test/orchestrators/build-components.sh v0-sanity and sets it).
-const v0SanityEnv = "CSIGW_V0_SANITY"
 
 // TestV0SanityThroughTranslation runs csi-test v0.3.5's v0 sanity suite, a CSI v0 caller,
 // through the real gateway binary in front of the embedded appliance, which speaks v1: every
