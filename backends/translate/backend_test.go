@@ -164,8 +164,13 @@ func TestControllerUnpublishNotFoundIsOK(t *testing.T) {
 	d := &v0Driver{fail: map[string]error{"ControllerUnpublishVolume": status.Error(codes.NotFound, "vol-1")}}
 	b := New("legacy", d.serve(t), V0)
 	req := &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-1", NodeId: "node-1", Secrets: map[string]string{"k": "s"}}
-	if err := call(t, b, "/csi.v1.Controller/ControllerUnpublishVolume", req, &csi.ControllerUnpublishVolumeResponse{}); err != nil {
+	wire, _ := proto.Marshal(req)
+	ctx, ci := backends.WithCallInfo(context.Background())
+	if _, err := b.Unary(ctx, "/csi.v1.Controller/ControllerUnpublishVolume", wire); err != nil {
 		t.Fatalf("NOT_FOUND: %v, want OK", err)
+	}
+	if a := ci.AnsweredOtherwise(); a == nil || a.Code != codes.NotFound || a.Message != "vol-1" {
+		t.Errorf("the driver's own answer noted on the call: %+v, want NOT_FOUND \"vol-1\"", a)
 	}
 	got := d.requests("ControllerUnpublishVolume")[0].(*csiv0.ControllerUnpublishVolumeRequest)
 	if got.GetControllerUnpublishSecrets()["k"] != "s" || got.GetNodeId() != "node-1" {

@@ -20,12 +20,14 @@ import (
 // NOT_FOUND detach forever, can finish).
 
 // unpublishedWhenNotFound is r answering OK (its empty response) when the v0 driver answers
-// NOT_FOUND.
+// NOT_FOUND, noted on the call's CallInfo so the gateway records the driver's answer beside
+// it (a repair of kind code).
 func unpublishedWhenNotFound(r rpc) rpc {
 	return rpc{call: func(ctx context.Context, b *Backend, raw []byte) ([]byte, error) {
 		resp, err := r.call(ctx, b, raw)
 		var be *backends.Error
 		if errors.As(err, &be) && be.Answer != nil && be.Answer.Code() == codes.NotFound {
+			backends.CallInfoFrom(ctx).NoteAnswered(codes.NotFound, be.Answer.Message())
 			return []byte{}, nil
 		}
 		return resp, err
