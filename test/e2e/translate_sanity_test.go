@@ -57,9 +57,11 @@ var v0MockRestoreSkips = []testutil.SanitySkip{
 }
 
 // TestV0SanityThroughTranslation runs csi-test v0.3.5's v0 sanity suite, a CSI v0 caller,
-// through the real gateway binary in front of the embedded appliance, which speaks v1: every
-// call is translated (backends/translate), and the chain checks each by v0's rules on the
-// caller's side. The only route names v1 methods: v0 calls take their v1 counterparts' route.
+// through the real gateway binary in front of each kind of v1 backend — the embedded
+// appliance, the appliance over REST, the appliance as a gRPC driver (csiVersion auto: found
+// to speak v1 on the first v0 call it refuses) — so every call is translated
+// (backends/translate), and the chain checks each by v0's rules on the caller's side. The
+// embedded variant's only route names v1 methods: v0 calls take their v1 counterparts' route.
 // Every spec runs and passes.
 func TestV0SanityThroughTranslation(t *testing.T) {
 	bin := os.Getenv(v0SanityEnv)
@@ -69,18 +71,27 @@ func TestV0SanityThroughTranslation(t *testing.T) {
 			v0SanityEnv, v0SanityEnv)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("v0 sanity's node specs mount volumes on the embedded appliance: run the tests as root")
+		t.Skip("v0 sanity's node specs mount volumes on the appliance: run the tests as root")
 	}
-	dir := t.TempDir()
-	gw := startGatewayWith(t, dir, fmt.Sprintf(`backends:
+	for _, path := range []string{"embedded", "rest", "grpc"} {
+		t.Run(path, func(t *testing.T) {
+			dir := t.TempDir()
+			var socket string
+			if path == "embedded" {
+				socket = startGatewayWith(t, dir, fmt.Sprintf(`backends:
   appliance: {type: embedded, dataDir: %q}
 routes:
   - {methods: ["/csi.v1.*/*"], backend: appliance}
-`, filepath.Join(dir, "data")))
-	summary := runV0Sanity(t, bin, gw.Socket, dir)
-	t.Logf("v0 sanity through the gateway, translated to the embedded appliance: %s", summary)
-	if !strings.Contains(summary, " 0 Failed") || !strings.Contains(summary, " 0 Skipped") {
-		t.Errorf("v0 sanity: %s, want every spec passed", summary)
+`, filepath.Join(dir, "data"))).Socket
+			} else {
+				socket = strings.TrimPrefix(startGateway(t, dir, path, "", freeLoopbackAddr(t)), "unix://")
+			}
+			summary := runV0Sanity(t, bin, socket, dir)
+			t.Logf("v0 sanity through the gateway, translated to the %s appliance: %s", path, summary)
+			if !strings.Contains(summary, " 0 Failed") || !strings.Contains(summary, " 0 Skipped") {
+				t.Errorf("v0 sanity: %s, want every spec passed", summary)
+			}
+		})
 	}
 }
 
