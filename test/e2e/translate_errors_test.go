@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,10 +19,7 @@ import (
 // v1 answers OK), and the gateway records the driver's own NOT_FOUND beside it, as it records
 // its repairs: backend_code NotFound, repairs code, in the call's log line.
 func TestV0UnpublishNotFoundIsOKRecorded(t *testing.T) {
-	bin := os.Getenv(v0MockDriverEnv)
-	if bin == "" {
-		t.Skipf("SKIPPED, NEEDS CSI-TEST V0.3.5'S V0 MOCK DRIVER: $%s is not set (make test sets it)", v0MockDriverEnv)
-	}
+	bin := csiTestV0(t, v0MockDriverEnv, "v0-mock-driver")
 	dir := t.TempDir()
 	mockSocket := filepath.Join(dir, "mock.sock")
 	testutil.StartCommand(t, "env", "CSI_ENDPOINT="+mockSocket, bin)

@@ -21,12 +21,7 @@ import (
 // spec on what the translation answers. Every spec the driver's capabilities allow runs and
 // passes; those csi-sanity skips, it skips for a capability the v0 driver cannot advertise.
 func TestV1SanityThroughV0Driver(t *testing.T) {
-	bin := os.Getenv(v0MockDriverEnv)
-	if bin == "" {
-		t.Skipf("SKIPPED, NEEDS CSI-TEST V0.3.5'S V0 MOCK DRIVER: $%s is not set. make test builds it and sets it; by hand: "+
-			"test/orchestrators/build-components.sh v0-mock-driver && export %s=$(test/orchestrators/build-components.sh --path v0-mock-driver)",
-			v0MockDriverEnv, v0MockDriverEnv)
-	}
+	bin := csiTestV0(t, v0MockDriverEnv, "v0-mock-driver")
 	testutil.SanityVariants(t, []string{"v0", "auto"}, func(t *testing.T, version string) {
 		dir := t.TempDir()
 		mockSocket := filepath.Join(dir, "mock.sock")
@@ -64,12 +59,7 @@ var v0MockRestoreSkips = []testutil.SanitySkip{
 // embedded variant's only route names v1 methods: v0 calls take their v1 counterparts' route.
 // Every spec runs and passes.
 func TestV0SanityThroughTranslation(t *testing.T) {
-	bin := os.Getenv(v0SanityEnv)
-	if bin == "" {
-		t.Skipf("SKIPPED, NEEDS CSI-TEST V0.3.5'S V0 SANITY: $%s is not set. make test builds it and sets it; by hand: "+
-			"test/orchestrators/build-components.sh v0-sanity && export %s=$(test/orchestrators/build-components.sh --path v0-sanity)",
-			v0SanityEnv, v0SanityEnv)
-	}
+	bin := csiTestV0(t, v0SanityEnv, "v0-sanity")
 	if os.Geteuid() != 0 {
 		t.Skip("v0 sanity's node specs mount volumes on the appliance: run the tests as root")
 	}
@@ -112,4 +102,17 @@ func runV0Sanity(t *testing.T, bin, socket, dir string) string {
 		t.Fatalf("v0 sanity failed (%v): %s\n%s", err, summary, strings.Join(lines[max(0, len(lines)-150):], "\n"))
 	}
 	return summary
+}
+
+// csiTestV0 returns the csi-test v0.3.5 binary $env names, or skips the test saying how to
+// build it (component is its name for test/orchestrators/build-components.sh).
+func csiTestV0(t *testing.T, env, component string) string {
+	t.Helper()
+	bin := os.Getenv(env)
+	if bin == "" {
+		t.Skipf("SKIPPED, NEEDS CSI-TEST V0.3.5's %s: $%s is not set. make test builds it and sets it; by hand: "+
+			"test/orchestrators/build-components.sh %s && export %s=$(test/orchestrators/build-components.sh --path %s)",
+			component, env, component, env, component)
+	}
+	return bin
 }
