@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
 // CSI v0's rows of the rule tables (proto package csi.v0: v0.2 as the seed spec gives it, and
@@ -14,10 +15,26 @@ import (
 // checked by the same engine. Where v0's rules are v1's, the row is v1's under v0's names
 // (v0's Volume has "id", not "volume_id"); where v0 differs, the row says so.
 //
-// Not carried over: capability gates (v0 advertises other enums through other RPCs; an RPC the
-// driver does not implement is refused by the driver itself, UNIMPLEMENTED), and v1's answer
-// rules (capacity and topology of a created volume).
+// Not carried over: v1's request gates that depend on capabilities (topology, readonly,
+// content sources, NodePublish's staging path), its answer rules (capacity and topology of a
+// created volume) and its VolumeCapability format checks.
 var (
+	// v0MethodGates are the RPCs a v0 plugin implements only with a capability, read from v0's
+	// own capability RPCs (V0ControllerCaps, V0NodeCaps).
+	v0MethodGates = map[string]CapRef{
+		"/csi.v0.Controller/CreateVolume":              v0ControllerCap(csiv0.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
+		"/csi.v0.Controller/DeleteVolume":              v0ControllerCap(csiv0.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
+		"/csi.v0.Controller/ControllerPublishVolume":   v0ControllerCap(csiv0.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
+		"/csi.v0.Controller/ControllerUnpublishVolume": v0ControllerCap(csiv0.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
+		"/csi.v0.Controller/ListVolumes":               v0ControllerCap(csiv0.ControllerServiceCapability_RPC_LIST_VOLUMES),
+		"/csi.v0.Controller/GetCapacity":               v0ControllerCap(csiv0.ControllerServiceCapability_RPC_GET_CAPACITY),
+		"/csi.v0.Controller/CreateSnapshot":            v0ControllerCap(csiv0.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
+		"/csi.v0.Controller/DeleteSnapshot":            v0ControllerCap(csiv0.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
+		"/csi.v0.Controller/ListSnapshots":             v0ControllerCap(csiv0.ControllerServiceCapability_RPC_LIST_SNAPSHOTS),
+		"/csi.v0.Node/NodeStageVolume":                 {V0NodeCaps, int32(csiv0.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)},
+		"/csi.v0.Node/NodeUnstageVolume":               {V0NodeCaps, int32(csiv0.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)},
+	}
+
 	v0RequiredFields = map[protoreflect.FullName][]protoreflect.Name{
 		// Requests.
 		"csi.v0.CreateVolumeRequest":               {"name", "volume_capabilities"},
@@ -102,7 +119,12 @@ var (
 	}
 )
 
+func v0ControllerCap(t csiv0.ControllerServiceCapability_RPC_Type) CapRef {
+	return CapRef{V0ControllerCaps, int32(t)}
+}
+
 func init() {
+	maps.Copy(methodGates, v0MethodGates)
 	maps.Copy(requiredFields, v0RequiredFields)
 	for _, f := range v0PathFields {
 		pathFields[f] = true

@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
@@ -55,5 +57,28 @@ func TestV0SecretsRedacted(t *testing.T) {
 	}
 	if withSecrets != 8 {
 		t.Errorf("%d v0 requests carry secrets, want 8 (six of v0.2, two of v0.3)", withSecrets)
+	}
+}
+
+// TestV0ContextsRedacted: v0's counterparts of v1's contexts (publish_info, attributes,
+// volume_attributes) have their values redacted, safe keys aside, like volume_context.
+func TestV0ContextsRedacted(t *testing.T) {
+	const canary = "CANARY-v0-chap-5e21"
+	msgs := []proto.Message{
+		&csiv0.ControllerPublishVolumeResponse{PublishInfo: map[string]string{"chap": canary, "lun": "7"}},
+		&csiv0.CreateVolumeResponse{Volume: &csiv0.Volume{Id: "vol-1", Attributes: map[string]string{"chap": canary, "lun": "7"}}},
+		&csiv0.NodePublishVolumeRequest{VolumeId: "vol-1", PublishInfo: map[string]string{"chap": canary},
+			VolumeAttributes: map[string]string{"chap": canary, "lun": "7"}},
+	}
+	r := NewRedactor(WithSafeContextKeys("lun"))
+	for _, m := range msgs {
+		name := m.ProtoReflect().Descriptor().FullName()
+		if got := r.SecretValues(m); !slices.Equal(got, []string{canary}) {
+			t.Errorf("%s: SecretValues = %q, want the canary", name, got)
+		}
+		s := r.JSON(m)
+		if strings.Contains(s, canary) || !strings.Contains(s, `"7"`) {
+			t.Errorf("%s: JSON = %s, want the canary redacted and the safe key's value kept", name, s)
+		}
 	}
 }
