@@ -33,9 +33,6 @@ func New(name string, inner backends.Backend, version Version) *Backend {
 	return &Backend{name: name, inner: inner, speaks: newVersionCache(version)}
 }
 
-// Unwrap returns the wrapped backend.
-func (b *Backend) Unwrap() backends.Backend { return b.inner }
-
 // Unary sends a unary call: untouched when the backend speaks the caller's version or the
 // method is of another service, translated otherwise. A v1 RPC that CSI v0 has no equivalent
 // of is UNIMPLEMENTED for a v0 driver.
