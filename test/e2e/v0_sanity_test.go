@@ -44,7 +44,8 @@ var v0SanityCounts = regexp.MustCompile(`(?s)Ran (\d+) of (\d+) Specs.*?(\d+) Pa
 
 // TestV0Sanity runs csi-test v0.3.5's v0 sanity suite against its v0 mock driver (with
 // credentials on) directly, then through the real gateway binary (validation: enforce, debug
-// log): 0 failed, the same counts both ways, and no secret in the gateway's log.
+// log) under repair: spec (a grpc backend's default) and plugin (every row of v0's error
+// table): 0 failed, the same counts every way, and no secret in the gateway's log.
 func TestV0Sanity(t *testing.T) {
 	mockBin, sanityBin := os.Getenv(v0MockDriverEnv), os.Getenv(v0SanityEnv)
 	if mockBin == "" || sanityBin == "" {
@@ -52,7 +53,7 @@ func TestV0Sanity(t *testing.T) {
 			"test/orchestrators/build-components.sh v0-mock-driver v0-sanity and export each --path", v0MockDriverEnv, v0SanityEnv)
 	}
 	counts := map[string]string{}
-	for _, via := range []string{"direct", "gateway"} {
+	for _, via := range []string{"direct", "spec", "plugin"} {
 		t.Run(via, func(t *testing.T) {
 			dir := t.TempDir()
 			mockSock := filepath.Join(dir, "mock.sock")
@@ -60,14 +61,14 @@ func TestV0Sanity(t *testing.T) {
 			waitV0Probe(t, mockSock)
 			sock := mockSock
 			var gw *gatewayProc
-			if via == "gateway" {
+			if via != "direct" {
 				gw = startGatewayWith(t, dir, fmt.Sprintf(`backends:
-  v0mock: {type: grpc, target: "unix://%s"}
+  v0mock: {type: grpc, target: "unix://%s", repair: %s}
 routes:
   - {methods: ["*"], backend: v0mock}
 validation: enforce
 logging: {level: debug}
-`, mockSock))
+`, mockSock, via))
 				sock = gw.Socket
 			}
 			secrets := writeFile(t, filepath.Join(dir, "secrets.yaml"), v0MockSecrets)
@@ -93,8 +94,10 @@ logging: {level: debug}
 			}
 		})
 	}
-	if counts["gateway"] != counts["direct"] {
-		t.Errorf("v0 sanity through the gateway: %s; direct: %s", counts["gateway"], counts["direct"])
+	for _, repair := range []string{"spec", "plugin"} {
+		if counts[repair] != counts["direct"] {
+			t.Errorf("v0 sanity through the gateway (repair: %s): %s; direct: %s", repair, counts[repair], counts["direct"])
+		}
 	}
 }
 
