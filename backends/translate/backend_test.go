@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/backends"
+	grpcbackend "github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
@@ -244,8 +245,33 @@ func TestTargetPathForV0Driver(t *testing.T) {
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("a file the gateway did not create was removed: %v", err)
 	}
+	hidden := filepath.Join(dir, "no-such-parent", "target") // a parent the gateway cannot see
+	if err := call(t, b, "/csi.v1.Node/NodePublishVolume", &csi.NodePublishVolumeRequest{VolumeId: "vol-1", TargetPath: hidden,
+		VolumeCapability: &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}}},
+		&csi.NodePublishVolumeResponse{}); err != nil {
+		t.Errorf("a target path whose parent the gateway cannot see: %v, want it left to the driver", err)
+	}
 	got := d.requests("NodePublishVolume")[0].(*csiv0.NodePublishVolumeRequest)
 	if got.GetNodePublishSecrets()["k"] != "s" || got.GetVolumeCapability().GetMount() == nil {
 		t.Errorf("the driver got %v", got)
+	}
+}
+
+// TestAutoUnreachableDecidesNothing: a driver that cannot be reached answers UNAVAILABLE as
+// it is, and the version stays unknown, to be found out by a later call.
+func TestAutoUnreachableDecidesNothing(t *testing.T) {
+	be, err := grpcbackend.New("gone", grpcbackend.Config{Target: "unix://" + filepath.Join(t.TempDir(), "nobody.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	b := New("gone", be, Auto)
+	_, err = b.Unary(context.Background(), "/csi.v1.Identity/Probe", nil)
+	wantCode(t, "an unreachable driver", err, codes.Unavailable)
+	if err := b.Ready(context.Background()); backends.ClassOf(err) != backends.ClassUnavailable {
+		t.Errorf("Ready of an unreachable driver: %v", err)
+	}
+	if v := b.speaks.get(); v != Auto {
+		t.Errorf("an unreachable driver was found to speak %q", v)
 	}
 }
