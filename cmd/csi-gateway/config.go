@@ -16,6 +16,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/backends/translate"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
@@ -175,6 +176,9 @@ type BackendConfig struct {
 	// grpc
 	Target  string   `mapstructure:"target"`
 	Targets []string `mapstructure:"targets"` // failover order; Target is the one-target shorthand
+	// CSIVersion is the CSI version the driver speaks: v1, v0 or auto ("": auto, found out
+	// from the driver); calls of the other version are translated (translate.Backend).
+	CSIVersion translate.Version `mapstructure:"csiVersion"`
 	// rest
 	URLs     []string    `mapstructure:"urls"`
 	Protocol string      `mapstructure:"protocol"`

@@ -296,6 +296,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "unix://relative.sock"}, `CSI_ENDPOINT: endpoint "unix://relative.sock": a unix socket path must be absolute`},
 		{"listener without endpoint", "listeners: [{socketMode: '0660'}]", nil, "listeners[0].endpoint: required"},
 		{"unknown repair", "backends: {a: {type: grpc, target: 'unix:///d.sock', repair: always}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.repair: unknown repair setting "always"; use plugin, spec or none`},
+		{"unknown csiVersion", "backends: {a: {type: grpc, target: 'unix:///d.sock', csiVersion: v2}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.csiVersion: unknown CSI version "v2"; use v1, v0 or auto`},
+		{"csiVersion on rest", "backends: {a: {type: rest, urls: ['https://a'], csiVersion: v0}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csiVersion: only for grpc backends"},
 		{"capacity without a whole number", "backends: {e: {type: embedded, capacityBytes: 1.5Ti}}\nroutes: [{methods: ['*'], backend: e}]", nil, "backends.e.capacityBytes: want a positive whole number of bytes"},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {

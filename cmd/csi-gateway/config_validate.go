@@ -151,6 +151,9 @@ func (b BackendConfig) check(key, name string, errs *configErrors) {
 	default:
 		errs.addf(key+".type", "%q is not one of grpc, rest, embedded", b.Type)
 	}
+	if b.CSIVersion != "" && b.Type != "grpc" {
+		errs.addf(key+".csiVersion", "only for grpc backends: rest and embedded backends speak CSI v1, and v0 callers are translated for them")
+	}
 	if b.Auth != (BackendAuthConfig{}) && b.Type != "rest" {
 		errs.addf(key+".auth", "only for rest backends")
 	}

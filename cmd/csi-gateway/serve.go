@@ -31,6 +31,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
 	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
+	"github.com/csi-gateway/csi-gateway/backends/translate"
 	"github.com/csi-gateway/csi-gateway/proxy"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 	"github.com/csi-gateway/csi-gateway/tlsconf"
@@ -278,9 +279,18 @@ func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop pr
 		if err != nil {
 			return bes, clients, err
 		}
-		bes[name] = be
+		bes[name] = translate.New(name, be, cfg.Backends[name].csiVersion())
 	}
 	return bes, clients, nil
+}
+
+// csiVersion is the CSI version the backend speaks: a grpc driver's configured csiVersion
+// (auto when unset), v1 for every other backend.
+func (b BackendConfig) csiVersion() translate.Version {
+	if b.Type != "grpc" {
+		return translate.V1
+	}
+	return cmp.Or(b.CSIVersion, translate.Auto)
 }
 
 // backendTLS loads backend name's TLS files, or returns nil when it has none.

@@ -221,6 +221,6 @@ path() {
   esac
 }
 
-ALL=(cert-manager-crds prometheus-operator-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad)
+ALL=(cert-manager-crds prometheus-operator-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad v0-mock-driver)
 if [[ ${1:-} == --path ]]; then path "$2"; exit; fi
 for c in "${@:-${ALL[@]}}"; do build "$c"; done
