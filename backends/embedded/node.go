@@ -170,6 +170,39 @@ func (n *nodeService) beginUndo(ctx context.Context, id, field, path string) (re
 	return resolvePath(path), unlock, nil
 }
 
+// mountCall is a NodeStageVolume or NodePublishVolume under way: the volume's record, read
+// under its lock, and what the request asks of the mount beyond its capability.
+type mountCall struct {
+	vol     nodeVolume
+	opts    mountOptions
+	askedRO bool // publish_context "readonly", or "ro" among the mount flags
+	unlock  func()
+}
+
+// beginMount starts NodeStageVolume or NodePublishVolume of volume id with capability c: the
+// first of the request's field checks that failed (INVALID_ARGUMENT, in the caller's order),
+// its mount request (mountRequest), the volume's lock and record (NOT_FOUND) and
+// FAILED_PRECONDITION when this process cannot mount or lacks one of tools, in that order.
+// The caller must call the result's unlock; on failure the lock is already released.
+func (n *nodeService) beginMount(ctx context.Context, id string, c *csi.VolumeCapability, publishContext map[string]string, tools []string, checks ...error) (mountCall, error) {
+	if err := firstError(checks...); err != nil {
+		return mountCall{}, err
+	}
+	opts, askedRO, err := mountRequest(c, publishContext)
+	if err != nil {
+		return mountCall{}, err
+	}
+	vol, unlock, err := n.lockedVolume(ctx, id)
+	if err != nil {
+		return mountCall{}, err
+	}
+	if err := n.mayMount(tools...); err != nil {
+		unlock()
+		return mountCall{}, err
+	}
+	return mountCall{vol: vol, opts: opts, askedRO: askedRO, unlock: unlock}, nil
+}
+
 // mayMount fails with FAILED_PRECONDITION when this process cannot mount or lacks a tool the
 // call will run, before the call changes anything.
 func (n *nodeService) mayMount(tools ...string) error {

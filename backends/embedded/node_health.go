@@ -11,13 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Reasons of the node's view of a volume's health, besides those of the image (health.go).
-const (
-	reasonNotStaged      = "NotStaged"
-	reasonNotPublished   = "NotPublished"
-	reasonBecameReadOnly = "BecameReadOnly"
-)
-
 // NodeGetVolumeHealth reports a volume's health as this node sees it: the image checks of
 // ControllerGetVolumeHealth (the node reads the volume through its image), and for every
 // place asked about, whether the volume is still there (its file system mounted, or its

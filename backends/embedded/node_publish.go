@@ -28,41 +28,26 @@ import (
 // spec's NodePublishVolume section). Not staged: FAILED_PRECONDITION.
 func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	id, c := req.GetVolumeId(), req.GetVolumeCapability()
-	if err := checkVolumeAt(id, "target_path", req.GetTargetPath()); err != nil {
-		return nil, err
-	}
-	if err := checkNodeCapability("volume_capability", c); err != nil {
-		return nil, err
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: this node service stages volumes (STAGE_UNSTAGE_VOLUME), so call NodeStageVolume first and pass its staging_target_path")
-	}
-	if err := checkNodePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return nil, err
-	}
-	opts, askedRO, err := mountRequest(c, req.GetPublishContext())
+	m, err := n.beginMount(ctx, id, c, req.GetPublishContext(), []string{"losetup"},
+		checkVolumeAt(id, "target_path", req.GetTargetPath()),
+		checkNodeCapability("volume_capability", c),
+		stagedFirst(req.GetStagingTargetPath()),
+		checkNodePath("staging_target_path", req.GetStagingTargetPath()))
 	if err != nil {
 		return nil, err
 	}
-	vol, unlock, err := n.lockedVolume(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := n.mayMount("losetup"); err != nil {
-		return nil, err
-	}
+	defer m.unlock()
 	p := publishRequest{
-		vol:     vol,
+		vol:     m.vol,
 		staging: resolvePath(req.GetStagingTargetPath()),
 		target:  resolvePath(req.GetTargetPath()),
 		use: nodeUse{
 			capability: c,
-			readonly:   req.GetReadonly() || askedRO || isReadOnlyMode(c.GetAccessMode().GetMode()),
+			readonly:   req.GetReadonly() || m.askedRO || isReadOnlyMode(c.GetAccessMode().GetMode()),
 		},
-		opts: opts,
+		opts: m.opts,
 	}
-	if p.tab, p.devs, err = n.snapshot(ctx, vol); err != nil {
+	if p.tab, p.devs, err = n.snapshot(ctx, m.vol); err != nil {
 		return nil, nodeStatus(err)
 	}
 	if isBlock(c) {
@@ -74,6 +59,15 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublis
 		return nil, nodeStatus(err)
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// stagedFirst fails with FAILED_PRECONDITION when a NodePublishVolume names no
+// staging_target_path: this node service stages volumes.
+func stagedFirst(staging string) error {
+	if staging == "" {
+		return status.Error(codes.FailedPrecondition, "staging_target_path is required: this node service stages volumes (STAGE_UNSTAGE_VOLUME), so call NodeStageVolume first and pass its staging_target_path")
+	}
+	return nil
 }
 
 // publishRequest is one NodePublishVolume call, with the mount table and the volume's loop

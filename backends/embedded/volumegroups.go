@@ -31,20 +31,16 @@ var volumeGroupParameterKeys = []string{"description"}
 // belongs to another group is FAILED_PRECONDITION ("volumes cannot be grouped together").
 func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegroup.CreateVolumeGroupRequest) (*volumegroup.CreateVolumeGroupResponse, error) {
 	a := g.a
-	if err := checkName("name", req.GetName()); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkIDs("volume_ids", req.GetVolumeIds(), false); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
+	err := firstError(
+		checkName("name", req.GetName()),
+		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
+		checkIDs("volume_ids", req.GetVolumeIds(), false),
+		checkMap("secrets", req.GetSecrets()))
+	if err != nil {
 		return nil, err
 	}
 	var out *volumegroup.VolumeGroup
-	err := a.update(func(s *state) error {
+	err = a.update(func(s *state) error {
 		vg := s.groupByName(req.GetName())
 		if vg != nil && !maps.Equal(vg.Parameters, req.GetParameters()) {
 			return status.Errorf(codes.AlreadyExists, "volume group %q already exists as %s with different parameters; use another name or the same arguments", vg.Name, vg.ID)
@@ -78,20 +74,16 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 func (g *volumeGroupServer) ModifyVolumeGroupMembership(_ context.Context, req *volumegroup.ModifyVolumeGroupMembershipRequest) (*volumegroup.ModifyVolumeGroupMembershipResponse, error) {
 	a := g.a
 	id := req.GetVolumeGroupId()
-	if err := checkRequired("volume_group_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkIDs("volume_ids", req.GetVolumeIds(), false); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
+	err := firstError(
+		checkRequired("volume_group_id", id),
+		checkIDs("volume_ids", req.GetVolumeIds(), false),
+		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
+		checkMap("secrets", req.GetSecrets()))
+	if err != nil {
 		return nil, err
 	}
 	var out *volumegroup.VolumeGroup
-	err := a.update(func(s *state) error {
+	err = a.update(func(s *state) error {
 		vg := s.Groups[id]
 		if vg == nil {
 			return notFound("volume group", id)
@@ -139,80 +131,44 @@ func join(s *state, vg *volumeGroup, volIDs []string, conflict codes.Code) error
 // with FAILED_PRECONDITION, changing nothing, while any member is published to a node.
 // Snapshots of members are independent copies and do not hold the group back.
 func (g *volumeGroupServer) DeleteVolumeGroup(_ context.Context, req *volumegroup.DeleteVolumeGroupRequest) (*volumegroup.DeleteVolumeGroupResponse, error) {
-	a := g.a
 	id := req.GetVolumeGroupId()
-	if err := checkRequired("volume_group_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var deleted []string
-	err := a.update(func(s *state) error {
-		if s.Groups[id] == nil {
-			return nil // already gone: OK, as the proposal requires
-		}
+	return respond(&volumegroup.DeleteVolumeGroupResponse{}, deleteRecord(g.a, id, groupsOf, func(s *state, _ *volumeGroup) ([]string, error) {
 		vols := members(s, id)
 		for _, v := range vols {
 			if len(v.Publications) > 0 {
-				return status.Errorf(codes.FailedPrecondition, "volume group %s is in use: its volume %s is published to node(s) %v; unpublish it before deleting the group, which deletes its volumes", id, v.ID, slices.Sorted(maps.Keys(v.Publications)))
+				return nil, status.Errorf(codes.FailedPrecondition, "volume group %s is in use: its volume %s is published to node(s) %v; unpublish it before deleting the group, which deletes its volumes", id, v.ID, slices.Sorted(maps.Keys(v.Publications)))
 			}
 		}
+		var deleted []string
 		for _, v := range vols {
 			delete(s.Volumes, v.ID)
 			deleted = append(deleted, v.ID)
 		}
 		delete(s.Groups, id)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.removeDeletedImages("volume", a.images.volumePath, deleted, "volume_group_id", id)
-	return &volumegroup.DeleteVolumeGroupResponse{}, nil
+		return deleted, nil
+	}, "volume", g.a.images.volumePath, []any{"volume_group_id", id}, checkRequired("volume_group_id", id), checkMap("secrets", req.GetSecrets())))
 }
 
 func (g *volumeGroupServer) ControllerGetVolumeGroup(_ context.Context, req *volumegroup.ControllerGetVolumeGroupRequest) (*volumegroup.ControllerGetVolumeGroupResponse, error) {
 	id := req.GetVolumeGroupId()
-	if err := checkRequired("volume_group_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var out *volumegroup.VolumeGroup
-	err := g.a.view(func(s *state) error {
-		vg := s.Groups[id]
-		if vg == nil {
-			return notFound("volume group", id)
-		}
-		out = g.a.csiVolumeGroup(s, vg)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &volumegroup.ControllerGetVolumeGroupResponse{VolumeGroup: out}, nil
+	return getRecord(g.a, "volume group", id, groupsOf, func(s *state, vg *volumeGroup) (*volumegroup.ControllerGetVolumeGroupResponse, error) {
+		return &volumegroup.ControllerGetVolumeGroupResponse{VolumeGroup: g.a.csiVolumeGroup(s, vg)}, nil
+	}, checkRequired("volume_group_id", id), checkMap("secrets", req.GetSecrets()))
 }
 
 func (g *volumeGroupServer) ListVolumeGroups(_ context.Context, req *volumegroup.ListVolumeGroupsRequest) (*volumegroup.ListVolumeGroupsResponse, error) {
 	if err := checkMap("secrets", req.GetSecrets()); err != nil {
 		return nil, err
 	}
-	var out *volumegroup.ListVolumeGroupsResponse
-	err := g.a.view(func(s *state) error {
-		all := slices.Collect(maps.Values(s.Groups))
-		groups, next, err := page("volumegroups", all, func(vg *volumeGroup) int64 { return vg.Seq }, req.GetStartingToken(), req.GetMaxEntries())
-		if err != nil {
-			return err
-		}
-		out = &volumegroup.ListVolumeGroupsResponse{NextToken: next}
-		for _, vg := range groups {
-			out.Entries = append(out.Entries, &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: g.a.csiVolumeGroup(s, vg)})
-		}
-		return nil
+	entries, next, err := listPage(g.a, "volumegroups", func(s *state) []*volumeGroup {
+		return slices.Collect(maps.Values(s.Groups))
+	}, req.GetStartingToken(), req.GetMaxEntries(), func(s *state, vg *volumeGroup) *volumegroup.ListVolumeGroupsResponse_Entry {
+		return &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: g.a.csiVolumeGroup(s, vg)}
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return &volumegroup.ListVolumeGroupsResponse{Entries: entries, NextToken: next}, nil
 }
 
 // members returns the volumes of group id in creation order.
