@@ -115,8 +115,8 @@ func dial(name, addr string, kind targetKind, o options) (grpc.ClientConnInterfa
 		creds = insecure.NewCredentials() // Unix socket only (checked by New); access is the socket's mode.
 	}
 	var handlers []stats.Handler
-	if o.tracerProvider != nil {
-		handlers = append(handlers, newClientTracing(name, o.tracerProvider, o.propagator))
+	if o.tracing.Enabled() {
+		handlers = append(handlers, newClientTracing(name, o.tracing))
 	}
 	if o.frames {
 		return dialFrames(addr, kind, creds, handlers), nil, nil

@@ -266,7 +266,7 @@ func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop pr
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
-		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), tp, prop)
+		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), backends.ClientTracing{Provider: tp, Propagator: prop})
 		if err != nil {
 			return bes, clients, err
 		}
@@ -298,7 +298,7 @@ func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Clien
 }
 
 // openBackend builds one backend; tc (nil: none) is the TLS configuration it dials with.
-func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
+func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tracing backends.ClientTracing) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, b.embeddedConfig(), log)
@@ -307,7 +307,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		}
 		return be, nil
 	case "grpc":
-		opts := []grpcbackend.Option{grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
+		opts := []grpcbackend.Option{grpcbackend.WithTracing(tracing), grpcbackend.WithLogger(log),
 			grpcbackend.WithCircuitBreaker(b.CircuitBreaker)}
 		if tc != nil {
 			opts = append(opts, grpcbackend.WithTransportCredentials(credentials.NewTLS(tc.Config())))
@@ -315,7 +315,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		opts = append(opts, grpcbackend.WithFrames(transport == proxy.TransportFrames))
 		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets}, opts...)
 	case "rest":
-		opts := []rest.Option{rest.WithTracerProvider(tp), rest.WithPropagator(prop)}
+		opts := []rest.Option{rest.WithTracing(tracing)}
 		if tc != nil {
 			opts = append(opts, rest.WithTLSConfig(tc.Config()))
 		}
