@@ -105,26 +105,15 @@ func (f *Fake) listVolumeGroups(q *request) reply {
 	return ok(out)
 }
 
-// getVolumeGroup is GET /volume_groups/{id}.
-func (f *Fake) getVolumeGroup(q *request) reply {
-	g := f.volumeGroups[q.param("id")]
-	if g == nil {
-		return f.notFound("volume group %s not found", q.param("id"))
-	}
-	return ok(f.volumeGroupJSON(g))
-}
-
 // deleteVolumeGroup is DELETE /volume_groups/{id}: 409 while it has members.
 func (f *Fake) deleteVolumeGroup(q *request) reply {
-	g := f.volumeGroups[q.param("id")]
-	if g == nil {
-		return f.notFound("volume group %s not found", q.param("id"))
-	}
-	if len(f.members(g.id)) > 0 {
-		return f.conflict("volume group %s has volumes", g.name)
-	}
-	delete(f.volumeGroups, g.id)
-	return noContent()
+	return withRecord(f, q, volumeGroupRecord, func(g *volumeGroup) reply {
+		if len(f.members(g.id)) > 0 {
+			return f.conflict("volume group %s has volumes", g.name)
+		}
+		delete(f.volumeGroups, g.id)
+		return noContent()
+	})
 }
 
 // snapshotGroupJSON is the SnapshotGroup answer.
@@ -215,32 +204,21 @@ func (f *Fake) listSnapshotGroups(q *request) reply {
 	return ok(out)
 }
 
-// getSnapshotGroup is GET /snapshot_groups/{id}.
-func (f *Fake) getSnapshotGroup(q *request) reply {
-	sg := f.snapshotGroups[q.param("id")]
-	if sg == nil {
-		return f.notFound("snapshot group %s not found", q.param("id"))
-	}
-	return ok(f.snapshotGroupJSON(sg))
-}
-
 // deleteSnapshotGroup is DELETE /snapshot_groups/{id}: deletes the member snapshots too,
 // or nothing when a clone depends on one of them (409).
 func (f *Fake) deleteSnapshotGroup(q *request) reply {
-	sg := f.snapshotGroups[q.param("id")]
-	if sg == nil {
-		return f.notFound("snapshot group %s not found", q.param("id"))
-	}
-	for _, id := range sg.snapshotIDs {
-		if f.hasClone(id) {
-			return f.conflict("snapshot %s of group %s has clones", id, sg.name)
+	return withRecord(f, q, snapshotGroupRecord, func(sg *snapshotGroup) reply {
+		for _, id := range sg.snapshotIDs {
+			if f.hasClone(id) {
+				return f.conflict("snapshot %s of group %s has clones", id, sg.name)
+			}
 		}
-	}
-	for _, id := range append([]string(nil), sg.snapshotIDs...) {
-		f.removeSnapshot(f.snapshots[id])
-	}
-	delete(f.snapshotGroups, sg.id)
-	return noContent()
+		for _, id := range append([]string(nil), sg.snapshotIDs...) {
+			f.removeSnapshot(f.snapshots[id])
+		}
+		delete(f.snapshotGroups, sg.id)
+		return noContent()
+	})
 }
 
 // listReplicationPartners is GET /replication_partners[?name=]: there are none.
