@@ -16,6 +16,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/internal/bytesize"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
@@ -173,12 +174,12 @@ type BackendConfig struct {
 	// TLS is required for dns:/// targets and verifies https:// URLs against a pinned CA.
 	TLS *BackendTLSConfig `mapstructure:"tls"`
 	// embedded
-	DataDir    string   `mapstructure:"dataDir"`
-	DriverName string   `mapstructure:"driverName"`
-	NodeID     string   `mapstructure:"nodeId"`
-	KnownNodes []string `mapstructure:"knownNodes"`
-	Zone       string   `mapstructure:"zone"`
-	Capacity   byteSize `mapstructure:"capacityBytes"`
+	DataDir    string        `mapstructure:"dataDir"`
+	DriverName string        `mapstructure:"driverName"`
+	NodeID     string        `mapstructure:"nodeId"`
+	KnownNodes []string      `mapstructure:"knownNodes"`
+	Zone       string        `mapstructure:"zone"`
+	Capacity   bytesize.Size `mapstructure:"capacityBytes"`
 	// MaxVolumesPerNode caps publications per node (0 = no limit).
 	MaxVolumesPerNode int64 `mapstructure:"maxVolumesPerNode"`
 }
@@ -188,19 +189,6 @@ type RetryConfig struct {
 	MaxAttempts int           `mapstructure:"maxAttempts"`
 	MinBackoff  time.Duration `mapstructure:"minBackoff"`
 	MaxBackoff  time.Duration `mapstructure:"maxBackoff"`
-}
-
-// byteSize is a size key: a number of bytes, or in the file a whole number with a unit
-// ("1Ti", "500Gi", "10G"), read as the flags that take sizes read it (parseSize).
-type byteSize int64
-
-// UnmarshalText parses a size written with a unit.
-func (b *byteSize) UnmarshalText(text []byte) error {
-	n, err := parseSize(string(text))
-	if err == nil {
-		*b = byteSize(n)
-	}
-	return err
 }
 
 // LoggingConfig sets the log's level and format.
