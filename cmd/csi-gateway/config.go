@@ -253,8 +253,9 @@ func bindServeFlags(f *pflag.FlagSet) {
 }
 
 // loadConfig reads the configuration in rising precedence: defaults, file, CSIGW_* variables,
-// CSI_ENDPOINT (for the first listener), flags. Every error names the key at fault.
-func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error) {
+// CSI_ENDPOINT (for the first listener), flags. Every error names the key (or the variable)
+// at fault; a CSIGW_* variable of environ that sets nothing is one (checkEnv).
+func loadConfig(flags *pflag.FlagSet, getenv func(string) string, environ []string) (Config, error) {
 	v := viper.New()
 	v.SetDefault("logging.level", "info")
 	v.SetDefault("logging.format", "json")
@@ -289,6 +290,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 			return Config{}, fmt.Errorf("--config %s: %w", file, err)
 		}
 	}
+	checkEnv(environ, v.AllKeys(), &errs)
 	var c Config
 	// checkKeys refused unknown keys with their paths: mapstructure's ErrorUnused would say
 	// "'main.Config' has invalid keys" and miss those whose value is empty.

@@ -37,7 +37,7 @@ func loadFrom(t *testing.T, yaml string, args []string, env map[string]string) (
 			t.Setenv(k, v) // viper reads these from the process environment
 		}
 	}
-	return loadConfig(flags, func(k string) string { return env[k] })
+	return loadConfig(flags, func(k string) string { return env[k] }, os.Environ())
 }
 
 // underRoot creates an empty file at each of paths under a new temporary directory and

@@ -238,7 +238,7 @@ func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
 		flags := pflag.NewFlagSet("ledger", pflag.ContinueOnError)
 		bindServeFlags(flags)
 		flags.Set("config", arg)
-		cfg, err := loadConfig(flags, os.Getenv)
+		cfg, err := loadConfig(flags, os.Getenv, os.Environ())
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 		}
@@ -254,7 +254,7 @@ func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
 			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 		}
 	}
-	s, _, err := t.openStore(slog.New(slog.DiscardHandler))
+	s, _, err := t.loadAndOpenStore(slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 	}

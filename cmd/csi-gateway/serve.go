@@ -52,7 +52,7 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 0 or 1, like nginx -t.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd.Flags(), os.Getenv)
+			cfg, err := loadConfig(cmd.Flags(), os.Getenv, os.Environ())
 			if check, _ := cmd.Flags().GetBool("check-config"); check {
 				return reportConfigCheck(err, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
@@ -78,9 +78,9 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	}
 	defer stopTracing()
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
-	// The listeners' TLS material, then the backends', is loaded before any backend or ledger
-	// is opened: a certificate that does not parse stops the start before anything is
-	// created on disk (Validate has read every file already).
+	// The listeners' TLS material, then the etcd store's and the backends', is loaded before
+	// any backend or ledger is opened: a certificate that does not parse stops the start
+	// before anything is created on disk (Validate has read every file already).
 	policies, tlsServers, err := listenerPolicies(cfg.Listeners, metrics, log)
 	defer func() {
 		for _, ts := range tlsServers {
@@ -90,6 +90,15 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	etcdTLS, err := cfg.Tenancy.etcdTLS(log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if etcdTLS != nil { // not handed to the store
+			etcdTLS.Close()
+		}
+	}()
 	bes, backendClients, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
 	defer func() {
@@ -117,7 +126,8 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		store, where, err := cfg.Tenancy.openStore(log)
+		store, where, err := cfg.Tenancy.openStore(etcdTLS)
+		etcdTLS = nil // the store's now, closed by it
 		if err != nil {
 			return err
 		}
