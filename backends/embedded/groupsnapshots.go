@@ -46,21 +46,15 @@ func (g *groupControllerServer) GroupControllerGetCapabilities(context.Context, 
 // (FAILED_PRECONDITION) when two or more sources are published read-write: only then can
 // writes land on two members between their copies.
 func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
-	a := g.a
-	err := firstError(
-		checkName("name", req.GetName()),
-		checkIDs("source_volume_ids", req.GetSourceVolumeIds(), true),
-		checkParameters("parameters", req.GetParameters(), snapshotParameterKeys),
-		checkMap("secrets", req.GetSecrets()))
-	if err != nil {
+	if err := firstError(createGroupSnapshotChecks(req)...); err != nil {
 		return nil, err
 	}
-	out, err := createWithImages(a, func(s *state, images *[]string) (*csi.VolumeGroupSnapshot, error) {
+	out, err := createWithImages(g.a, func(s *state, images *[]string) (*csi.VolumeGroupSnapshot, error) {
 		if gs := s.groupSnapshotByName(req.GetName()); gs != nil {
 			if err := groupSnapshotCompatible(s, gs, req); err != nil {
 				return nil, err
 			}
-			return a.csiGroupSnapshot(s, gs), nil
+			return g.a.csiGroupSnapshot(s, gs), nil
 		}
 		if err := checkSnapshotTogether(s, req.GetSourceVolumeIds()); err != nil {
 			return nil, err
@@ -72,7 +66,7 @@ func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req
 			CreatedAt:       time.Now().UTC(),
 		}
 		for _, volID := range gs.SourceVolumeIDs {
-			sn, err := a.cutSnapshot(s, gs.Name+memberNameSeparator+volID, volID, gs.ID, images)
+			sn, err := g.a.cutSnapshot(s, gs.Name+memberNameSeparator+volID, volID, gs.ID, images)
 			if err != nil {
 				return nil, err
 			}
@@ -80,7 +74,7 @@ func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req
 			gs.SnapshotIDs = append(gs.SnapshotIDs, sn.ID)
 		}
 		s.GroupSnapshots[gs.ID] = gs
-		return a.csiGroupSnapshot(s, gs), nil
+		return g.a.csiGroupSnapshot(s, gs), nil
 	})
 	if err != nil {
 		return nil, err
@@ -149,6 +143,16 @@ func (g *groupControllerServer) GetVolumeGroupSnapshot(_ context.Context, req *c
 		}
 		return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: g.a.csiGroupSnapshot(s, gs)}, nil
 	}, groupSnapshotChecks(req)...)
+}
+
+// createGroupSnapshotChecks are the field checks of CreateVolumeGroupSnapshot, in order.
+func createGroupSnapshotChecks(req *csi.CreateVolumeGroupSnapshotRequest) []error {
+	return []error{
+		checkName("name", req.GetName()),
+		checkIDs("source_volume_ids", req.GetSourceVolumeIds(), true),
+		checkParameters("parameters", req.GetParameters(), snapshotParameterKeys),
+		checkMap("secrets", req.GetSecrets()),
+	}
 }
 
 // groupSnapshotChecks are the field checks of DeleteVolumeGroupSnapshot and

@@ -52,10 +52,11 @@ type Size int64
 // UnmarshalText parses a size written as a string.
 func (s *Size) UnmarshalText(text []byte) error {
 	n, err := Parse(string(text))
-	if err == nil {
-		*s = Size(n)
+	if err != nil {
+		return err
 	}
-	return err
+	*s = Size(n)
+	return nil
 }
 
 // Size32 is a Size that fits 32 bits, for the limits HTTP/2 announces in 32-bit settings.
@@ -63,11 +64,11 @@ type Size32 uint32
 
 // UnmarshalText parses a size written as a string, at most 4294967295 bytes (4Gi - 1).
 func (s *Size32) UnmarshalText(text []byte) error {
-	n, err := Parse(string(text))
-	switch {
-	case err != nil:
+	var n Size
+	if err := n.UnmarshalText(text); err != nil {
 		return err
-	case n > math.MaxUint32:
+	}
+	if n > math.MaxUint32 {
 		return fmt.Errorf("%s is %d bytes; at most 4294967295 (4Gi - 1)", text, n)
 	}
 	*s = Size32(n)
