@@ -23,16 +23,11 @@ import (
 //     end is gone; images only ever grow).
 //
 // A volume with none of these reports an empty health_statuses list, as the spec asks of a
-// known volume with no adverse condition. The node adds its own view of the places it
-// staged or published the volume at (node_health.go).
+// known volume with no adverse condition.
 const (
 	reasonImageMissing    = "ImageMissing"
 	reasonImageUnreadable = "ImageUnreadable"
 	reasonImageTruncated  = "ImageTruncated"
-
-	reasonNotStaged      = "NotStaged"
-	reasonNotPublished   = "NotPublished"
-	reasonBecameReadOnly = "BecameReadOnly"
 )
 
 // ControllerGetVolumeHealth reports the health of one volume's image. An unknown volume is

@@ -87,6 +87,13 @@ func (n *nodeService) recordedPlaces(id string) []healthPlace {
 	return out
 }
 
+// Reasons of the node's view of a place, besides those of the image (health.go).
+const (
+	reasonNotStaged      = "NotStaged"
+	reasonNotPublished   = "NotPublished"
+	reasonBecameReadOnly = "BecameReadOnly"
+)
+
 // checkPlace adds to h what is wrong with vol at p. It fails only when it cannot look.
 func (n *nodeService) checkPlace(ctx context.Context, h *healthReport, vol nodeVolume, p healthPlace) error {
 	path := resolvePath(p.path)
