@@ -74,11 +74,8 @@ func (f *Fake) createVolumeGroup(q *request) reply {
 	r := fieldReader{body: q.body}
 	name, description := r.str("name"), r.str("description")
 	config := r.object("config")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case name == "":
-		return f.badRequest("name is required")
+	if problem := r.problem("name"); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	for _, g := range f.volumeGroups {
 		if g.name == name {
@@ -147,11 +144,8 @@ func (f *Fake) createSnapshotGroup(q *request) reply {
 	r := fieldReader{body: q.body}
 	name, groupID := r.str("name"), r.str("volume_group_id")
 	config := r.object("config")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case name == "" || groupID == "":
-		return f.badRequest("name and volume_group_id are required")
+	if problem := r.problem("name", "volume_group_id"); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	g := f.volumeGroups[groupID]
 	if g == nil {

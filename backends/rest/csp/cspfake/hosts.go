@@ -95,8 +95,8 @@ func (f *Fake) upsertHost(q *request) reply {
 		chapUser: r.str("chap_user"), chapPassword: r.str("chap_password"),
 		accessProtocol: r.str("access_protocol"), virtualDomain: r.str("virtual_domain"),
 	}
-	if r.bad != "" {
-		return f.badRequest("field %s has the wrong type", r.bad)
+	if problem := r.problem(); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	if old, found := f.hosts[uuid]; found {
 		h.seq, h.id = old.seq, old.id

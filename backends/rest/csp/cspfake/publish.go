@@ -30,11 +30,8 @@ func (f *Fake) publish(q *request) reply {
 	return withRecord(f, q, volumeRecord, func(v *volume) reply {
 		r := fieldReader{body: q.body}
 		uuid, protocol := r.str("host_uuid"), r.str("access_protocol")
-		switch {
-		case r.bad != "":
-			return f.badRequest("field %s has the wrong type", r.bad)
-		case uuid == "":
-			return f.badRequest("host_uuid is required")
+		if problem := r.problem("host_uuid"); problem != "" {
+			return f.badRequest("%s", problem)
 		}
 		h := f.hosts[uuid]
 		if h == nil {

@@ -122,11 +122,8 @@ func (f *Fake) createSnapshot(q *request) reply {
 	r := fieldReader{body: q.body}
 	name, volumeID, description := r.str("name"), r.str("volume_id"), r.str("description")
 	config := r.object("config")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case name == "" || volumeID == "":
-		return f.badRequest("name and volume_id are required")
+	if problem := r.problem("name", "volume_id"); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	v := f.volumes[volumeID]
 	if v == nil {

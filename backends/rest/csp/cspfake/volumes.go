@@ -100,8 +100,8 @@ func (f *Fake) createVolume(q *request) reply {
 	config := r.object("config")
 	baseID, isClone := r.str("base_snapshot_id"), r.boolean("clone")
 	groupID := r.str("volume_group_id")
-	if r.bad != "" {
-		return f.badRequest("field %s has the wrong type", r.bad)
+	if problem := r.problem(); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	size, sizeGiven, sizeOK := sizeField(q.body, "size")
 
@@ -208,8 +208,8 @@ func (f *Fake) editVolume(q *request) reply {
 		description := r.str("description")
 		config := r.object("config")
 		groupID := r.str("volume_group_id")
-		if r.bad != "" {
-			return f.badRequest("field %s has the wrong type", r.bad)
+		if problem := r.problem(); problem != "" {
+			return f.badRequest("%s", problem)
 		}
 		size, sizeGiven, sizeOK := sizeField(q.body, "size")
 		if !sizeOK {
