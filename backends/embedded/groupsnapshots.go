@@ -50,7 +50,7 @@ func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req
 		return nil, err
 	}
 	out, err := createWithImages(g.a, func(s *state, images *[]string) (*csi.VolumeGroupSnapshot, error) {
-		if gs := s.groupSnapshotByName(req.GetName()); gs != nil {
+		if gs := byName(s.GroupSnapshots, req.GetName()); gs != nil {
 			if err := groupSnapshotCompatible(s, gs, req); err != nil {
 				return nil, err
 			}

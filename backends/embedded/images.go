@@ -45,33 +45,14 @@ func (im *images) snapshotPath(id string) string {
 // create makes an image of size bytes at path: a copy of src when src is not empty, sparse
 // zeros otherwise. An image already at path is replaced.
 func (im *images) create(path, src string, size int64) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp) // no-op after the rename
-	if src != "" {
-		if err := copySparse(f, src); err != nil {
-			f.Close()
-			return fmt.Errorf("copy %s: %w", filepath.Base(src), err)
+	return replaceFile(path, func(f *os.File) error {
+		if src != "" {
+			if err := copySparse(f, src); err != nil {
+				return fmt.Errorf("copy %s: %w", filepath.Base(src), err)
+			}
 		}
-	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+		return f.Truncate(size)
+	})
 }
 
 // grow extends the image at path to size bytes; it never shrinks one.

@@ -29,7 +29,7 @@ func (c *controllerServer) CreateSnapshot(_ context.Context, req *csi.CreateSnap
 		return nil, err
 	}
 	out, err := createWithImages(a, func(s *state, images *[]string) (*snapshot, error) {
-		if sn := s.snapshotByName(req.GetName()); sn != nil {
+		if sn := byName(s.Snapshots, req.GetName()); sn != nil {
 			if sn.SourceVolumeID != req.GetSourceVolumeId() {
 				return nil, status.Errorf(codes.AlreadyExists, "snapshot %q already exists as %s of volume %s, not of %s; use another name", sn.Name, sn.ID, sn.SourceVolumeID, req.GetSourceVolumeId())
 			}

@@ -41,7 +41,7 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 	}
 	var out *volumegroup.VolumeGroup
 	err = a.update(func(s *state) error {
-		vg := s.groupByName(req.GetName())
+		vg := byName(s.Groups, req.GetName())
 		if vg != nil && !maps.Equal(vg.Parameters, req.GetParameters()) {
 			return status.Errorf(codes.AlreadyExists, "volume group %q already exists as %s with different parameters; use another name or the same arguments", vg.Name, vg.ID)
 		}

@@ -34,7 +34,7 @@ func (c *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 	}
 
 	out, err := createWithImages(a, func(s *state, images *[]string) (*volume, error) {
-		if v := s.volumeByName(req.GetName()); v != nil {
+		if v := byName(s.Volumes, req.GetName()); v != nil {
 			return v, compatible(v, req, srcSnap, srcVol)
 		}
 		src, err := a.sourceImage(s, srcSnap, srcVol, size)
