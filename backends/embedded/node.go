@@ -58,13 +58,9 @@ var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 }
 
 func (n *nodeService) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	caps := make([]*csi.NodeServiceCapability, 0, len(nodeCapabilities))
-	for _, t := range nodeCapabilities {
-		caps = append(caps, &csi.NodeServiceCapability{
-			Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}},
-		})
-	}
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: each(nodeCapabilities, func(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapability {
+		return &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}}
+	})}, nil
 }
 
 func (n *nodeService) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {

@@ -97,14 +97,8 @@ func (n *nodeService) publishMount(p publishRequest) error {
 		return p.notStaged()
 	}
 	p.use.readonly = p.use.readonly || readOnlyMount(staged)
-	if done, err := n.publishedAlready(p); done {
-		return err
-	}
-	if err := n.checkOtherTargets(p); err != nil {
-		return err
-	}
-	created, err := makeTarget(p.target, "dir")
-	if err != nil {
+	done, created, err := n.newTarget(p, "dir")
+	if done || err != nil {
 		return err
 	}
 	if err := bindMount(p.staging, p.target, p.opts.withReadonly(p.use.readonly)); err != nil {
@@ -129,14 +123,8 @@ func (n *nodeService) publishBlock(ctx context.Context, p publishRequest) (err e
 		return p.notStaged()
 	}
 	p.use.readonly = p.use.readonly || staged.readonly
-	if done, err := n.publishedAlready(p); done {
-		return err
-	}
-	if err := n.checkOtherTargets(p); err != nil {
-		return err
-	}
-	created, err := makeTarget(p.target, "file")
-	if err != nil {
+	done, created, err := n.newTarget(p, "file")
+	if done || err != nil {
 		return err
 	}
 	defer func() {
@@ -156,6 +144,21 @@ func (n *nodeService) publishBlock(ctx context.Context, p publishRequest) (err e
 	}
 	n.records.setPublication(p.vol.id, p.target, p.use)
 	return nil
+}
+
+// newTarget does what a publication does once it knows the volume is staged for it: it
+// answers one already there with the same use (done, with publishedAlready's error), refuses
+// one that conflicts with the volume's other targets, and creates the target, a kind
+// ("dir" or "file"), saying whether it did (created).
+func (n *nodeService) newTarget(p publishRequest, kind string) (done, created bool, err error) {
+	if done, err := n.publishedAlready(p); done {
+		return true, false, err
+	}
+	if err := n.checkOtherTargets(p); err != nil {
+		return false, false, err
+	}
+	created, err = makeTarget(p.target, kind)
+	return false, created, err
 }
 
 // publishedOtherwise fails with ALREADY_EXISTS when the volume is published at the target

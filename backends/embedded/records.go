@@ -109,6 +109,16 @@ func deleteOne[T any](a *Appliance, kind, field, id string, records func(*state)
 	}, kind, imagePath, nil, checkRequired(field, id))
 }
 
+// each returns f of every item, in order: the capabilities of a service from its list of
+// RPC types, say.
+func each[T, R any](items []T, f func(T) R) []R {
+	out := make([]R, 0, len(items))
+	for _, it := range items {
+		out = append(out, f(it))
+	}
+	return out
+}
+
 // respond returns resp, or nil and err when err is set: the answer of an RPC whose response
 // is known before its work is done.
 func respond[R any](resp *R, err error) (*R, error) {
