@@ -176,12 +176,13 @@ type mountCall struct {
 }
 
 // beginMount starts NodeStageVolume or NodePublishVolume of volume id with capability c: the
-// first of the request's field checks that failed (INVALID_ARGUMENT, in the caller's order),
-// its mount request (mountRequest), the volume's lock and record (NOT_FOUND) and
-// FAILED_PRECONDITION when this process cannot mount or lacks one of tools, in that order.
-// The caller must call the result's unlock; on failure the lock is already released.
-func (n *nodeService) beginMount(ctx context.Context, id string, c *csi.VolumeCapability, publishContext map[string]string, tools []string, checks ...error) (mountCall, error) {
-	if err := firstError(checks...); err != nil {
+// check of the path the call mounts at, c's (checkNodeCapability), then the call's further
+// checks (INVALID_ARGUMENT or FAILED_PRECONDITION, the first that failed), its mount request
+// (mountRequest), the volume's lock and record (NOT_FOUND) and FAILED_PRECONDITION when this
+// process cannot mount or lacks one of tools, in that order. The caller must call the
+// result's unlock; on failure the lock is already released.
+func (n *nodeService) beginMount(ctx context.Context, id string, c *csi.VolumeCapability, publishContext map[string]string, tools []string, pathCheck error, checks ...error) (mountCall, error) {
+	if err := firstError(append([]error{pathCheck, checkNodeCapability("volume_capability", c)}, checks...)...); err != nil {
 		return mountCall{}, err
 	}
 	opts, askedRO, err := mountRequest(c, publishContext)

@@ -30,7 +30,6 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublis
 	id, c := req.GetVolumeId(), req.GetVolumeCapability()
 	m, err := n.beginMount(ctx, id, c, req.GetPublishContext(), []string{"losetup"},
 		checkVolumeAt(id, "target_path", req.GetTargetPath()),
-		checkNodeCapability("volume_capability", c),
 		stagedFirst(req.GetStagingTargetPath()),
 		checkNodePath("staging_target_path", req.GetStagingTargetPath()))
 	if err != nil {

@@ -30,8 +30,7 @@ func (n *nodeService) NodeStageVolume(ctx context.Context, req *csi.NodeStageVol
 		tools = append(tools, "blkid", "mkfs.ext4", "e2fsck", "resize2fs")
 	}
 	m, err := n.beginMount(ctx, id, c, req.GetPublishContext(), tools,
-		checkVolumeAt(id, "staging_target_path", req.GetStagingTargetPath()),
-		checkNodeCapability("volume_capability", c))
+		checkVolumeAt(id, "staging_target_path", req.GetStagingTargetPath()))
 	if err != nil {
 		return nil, err
 	}
