@@ -30,20 +30,10 @@ var volumeGroupParameterKeys = []string{"description"}
 // ALREADY_EXISTS otherwise. A listed volume that does not exist is NOT_FOUND; one that
 // belongs to another group is FAILED_PRECONDITION ("volumes cannot be grouped together").
 func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegroup.CreateVolumeGroupRequest) (*volumegroup.CreateVolumeGroupResponse, error) {
-	a := g.a
-	err := firstError(
-		checkName("name", req.GetName()),
-		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
-		checkIDs("volume_ids", req.GetVolumeIds(), false),
-		checkMap("secrets", req.GetSecrets()))
-	if err != nil {
-		return nil, err
-	}
-	var out *volumegroup.VolumeGroup
-	err = a.update(func(s *state) error {
+	vg, err := g.changeGroup(func(s *state) (*volumeGroup, error) {
 		vg := byName(s.Groups, req.GetName())
 		if vg != nil && !maps.Equal(vg.Parameters, req.GetParameters()) {
-			return status.Errorf(codes.AlreadyExists, "volume group %q already exists as %s with different parameters; use another name or the same arguments", vg.Name, vg.ID)
+			return nil, status.Errorf(codes.AlreadyExists, "volume group %q already exists as %s with different parameters; use another name or the same arguments", vg.Name, vg.ID)
 		}
 		if vg == nil {
 			vg = &volumeGroup{
@@ -55,16 +45,12 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 			}
 			s.Groups[vg.ID] = vg
 		}
-		if err := join(s, vg, req.GetVolumeIds(), codes.FailedPrecondition); err != nil {
-			return err
-		}
-		out = a.csiVolumeGroup(s, vg)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &volumegroup.CreateVolumeGroupResponse{VolumeGroup: out}, nil
+		return vg, join(s, vg, req.GetVolumeIds(), codes.FailedPrecondition)
+	}, checkName("name", req.GetName()),
+		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
+		checkIDs("volume_ids", req.GetVolumeIds(), false),
+		checkMap("secrets", req.GetSecrets()))
+	return respond(&volumegroup.CreateVolumeGroupResponse{VolumeGroup: vg}, err)
 }
 
 // ModifyVolumeGroupMembership makes volume_ids the group's whole membership: listed volumes
@@ -72,24 +58,14 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 // volume is NOT_FOUND; a volume in another group is INVALID_ARGUMENT, the code the proposal
 // gives for a volume the plugin cannot add. Parameters, if any, are merged into the group's.
 func (g *volumeGroupServer) ModifyVolumeGroupMembership(_ context.Context, req *volumegroup.ModifyVolumeGroupMembershipRequest) (*volumegroup.ModifyVolumeGroupMembershipResponse, error) {
-	a := g.a
 	id := req.GetVolumeGroupId()
-	err := firstError(
-		checkRequired("volume_group_id", id),
-		checkIDs("volume_ids", req.GetVolumeIds(), false),
-		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
-		checkMap("secrets", req.GetSecrets()))
-	if err != nil {
-		return nil, err
-	}
-	var out *volumegroup.VolumeGroup
-	err = a.update(func(s *state) error {
+	vg, err := g.changeGroup(func(s *state) (*volumeGroup, error) {
 		vg := s.Groups[id]
 		if vg == nil {
-			return notFound("volume group", id)
+			return nil, notFound("volume group", id)
 		}
 		if err := join(s, vg, req.GetVolumeIds(), codes.InvalidArgument); err != nil {
-			return err
+			return nil, err
 		}
 		for _, v := range members(s, id) {
 			if !slices.Contains(req.GetVolumeIds(), v.ID) {
@@ -102,13 +78,34 @@ func (g *volumeGroupServer) ModifyVolumeGroupMembership(_ context.Context, req *
 			}
 			maps.Copy(vg.Parameters, req.GetParameters())
 		}
-		out = a.csiVolumeGroup(s, vg)
+		return vg, nil
+	}, checkRequired("volume_group_id", id),
+		checkIDs("volume_ids", req.GetVolumeIds(), false),
+		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
+		checkMap("secrets", req.GetSecrets()))
+	return respond(&volumegroup.ModifyVolumeGroupMembershipResponse{VolumeGroup: vg}, err)
+}
+
+// changeGroup answers CreateVolumeGroup and ModifyVolumeGroupMembership: the first failed
+// check (the request's fields, in the RPC's order), else change in one state change (update),
+// and the group it returns rendered with its members.
+func (g *volumeGroupServer) changeGroup(change func(s *state) (*volumeGroup, error), checks ...error) (*volumegroup.VolumeGroup, error) {
+	if err := firstError(checks...); err != nil {
+		return nil, err
+	}
+	var out *volumegroup.VolumeGroup
+	err := g.a.update(func(s *state) error {
+		vg, err := change(s)
+		if err != nil {
+			return err
+		}
+		out = g.a.csiVolumeGroup(s, vg)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &volumegroup.ModifyVolumeGroupMembershipResponse{VolumeGroup: out}, nil
+	return out, nil
 }
 
 // join makes the volumes volIDs members of vg. A missing volume is NOT_FOUND; a volume in
