@@ -62,11 +62,7 @@ func (f *Fake) members(groupID string) []*volume {
 }
 
 func (f *Fake) sortedVolumeGroups() []*volumeGroup {
-	gs := make([]*volumeGroup, 0, len(f.volumeGroups))
-	for _, g := range f.volumeGroups {
-		gs = append(gs, g)
-	}
-	return bySeq(gs, func(g *volumeGroup) uint64 { return g.seq })
+	return inOrder(f.volumeGroups, func(g *volumeGroup) uint64 { return g.seq })
 }
 
 // createVolumeGroup is POST /volume_groups; a name in use is a 409.

@@ -53,11 +53,7 @@ func (f *Fake) Volumes() []Volume {
 }
 
 func (f *Fake) sortedVolumes() []*volume {
-	vs := make([]*volume, 0, len(f.volumes))
-	for _, v := range f.volumes {
-		vs = append(vs, v)
-	}
-	return bySeq(vs, func(v *volume) uint64 { return v.seq })
+	return inOrder(f.volumes, func(v *volume) uint64 { return v.seq })
 }
 
 func (f *Fake) volumeByName(name string) *volume {
