@@ -11,10 +11,10 @@
 # stage_publish_base_dir is shared with the host with bidirectional propagation by Nomad
 # itself. The docker plugin config needs allow_privileged = true.
 #
-# The monolith (controller and node in one task, the default) runs a binary from the host with
-# raw_exec: for hosts without Docker, and what make e2e runs. Without appliance_url it forwards
-# every call to a CSI driver's socket on the host (backend_target), e.g. the reference
-# appliance:
+# The monolith (controller and node in one task, the default plugin_type) can run a binary
+# from the host with -var driver=raw_exec: for hosts without Docker, and what make e2e runs.
+# Without appliance_url the gateway forwards every call to a CSI driver's socket
+# (backend_target), e.g. the reference appliance on the host:
 #   csi-gateway appliance --data /var/lib/csigw-appliance --endpoint unix:///run/csigw/appliance.sock
 #   nomad job run -var driver=raw_exec -var binary=/usr/local/bin/csi-gateway \
 #     -var backend_target=unix:///run/csigw/appliance.sock \
@@ -101,8 +101,8 @@ job "csi-gateway" {
   group "plugin" {
     count = var.plugin_type == "controller" ? 2 : 1
 
-    # The admin endpoints (/healthz, /readyz, /metrics; the tap answers loopback only), on a
-    # port Nomad picks on the client's address.
+    # The admin endpoints (/healthz, /readyz, /metrics; the tap answers loopback only): port
+    # 9808 in the docker container, or with raw_exec a port Nomad picks on the client's address.
     network {
       port "admin" {
         to = var.driver == "docker" ? 9808 : 0   # raw_exec: the port Nomad picks
