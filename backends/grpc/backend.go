@@ -99,8 +99,8 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	b := &Backend{name: name, target: addrs[0], readyTimeout: o.readyTimeout, log: o.log}
 	b.breaker = breaker
 	b.dialer = dialer{o: o}
-	if o.tracerProvider != nil {
-		b.dialer.handlers = []stats.Handler{newClientTracing(name, o.tracerProvider, o.propagator)}
+	if o.tracing.Enabled() {
+		b.dialer.handlers = []stats.Handler{newClientTracing(name, o.tracing)}
 	}
 	b.agents = newAgentSet(b.openAgent, o.frames, o.agents, o.log)
 	for i, addr := range addrs {

@@ -35,7 +35,8 @@ type example struct {
 //   - the YAML files under deploy/ that are configurations (the ConfigMaps' sources, the
 //     systemd example), by the same rule;
 //   - the config.yaml templates of the Nomad jobs, their ${var.x} and {{ env "X" }} replaced
-//     by the variable's default or by exampleVariables, run with the CSI_ENDPOINT Nomad sets.
+//     by exampleVariables or by the variable's default, one example for each side of every
+//     %{ if }…%{ else }…%{ endif } directive, run with the CSI_ENDPOINT Nomad sets.
 //
 // The files an example names (TLS material, credentials, the token key) are created as
 // placeholders under a temporary root, and the example's paths rewritten to them: Validate
@@ -132,43 +133,62 @@ var (
 	nomadVariable = regexp.MustCompile(`(?s)variable\s+"(\w+)"\s*\{[^}]*?default\s*=\s*"([^"]*)"`)
 	nomadRef      = regexp.MustCompile(`\$\{var\.(\w+)\}`)
 	nomadEnvRef   = regexp.MustCompile(`\{\{\s*env\s+"(\w+)"\s*\}\}`)
+	nomadIf       = regexp.MustCompile(`(?s)%\{ if [^}]*\}(.*?)%\{ else \}(.*?)%\{ endif \}`)
 )
 
 // exampleVariables are values for the Nomad variables that have no default, and for the
 // environment variables a template reads ({{ env "NAME" }}).
 var exampleVariables = map[string]string{
-	"appliance_url":    "https://appliance.example.com:8443",
-	"NOMAD_ADDR_admin": "127.0.0.1:9808",
+	"appliance_url":     "https://appliance.example.com:8443",
+	"NOMAD_ADDR_admin":  "127.0.0.1:9808",
+	"NOMAD_SECRETS_DIR": "/secrets",
 }
 
 // nomadPluginEnv is what Nomad sets for a CSI plugin task: the gateway serves CSI_ENDPOINT.
 var nomadPluginEnv = []string{"CSI_ENDPOINT=unix:///csi/csi.sock"}
 
 // nomadConfigTemplates returns the config.yaml templates of a Nomad job, dedented (<<-) and
-// with their variables filled in.
+// with their variables filled in, once for each side of their %{ if } directives.
 func nomadConfigTemplates(t *testing.T, where, hcl string) []example {
 	defaults := map[string]string{}
 	for _, m := range nomadVariable.FindAllStringSubmatch(hcl, -1) {
 		defaults[m[1]] = m[2]
 	}
+	fill := func(re *regexp.Regexp) func(string) string {
+		return func(ref string) string {
+			name := re.FindStringSubmatch(ref)[1]
+			if v, ok := exampleVariables[name]; ok {
+				return v
+			}
+			if v, ok := defaults[name]; ok {
+				return v
+			}
+			t.Errorf("%s: %s has no default: add an example value to exampleVariables", where, ref)
+			return ref
+		}
+	}
 	var out []example
 	for _, m := range nomadTemplate.FindAllStringSubmatchIndex(hcl, -1) {
-		fill := func(re *regexp.Regexp) func(string) string {
-			return func(ref string) string {
-				name := re.FindStringSubmatch(ref)[1]
-				if v, ok := defaults[name]; ok {
-					return v
-				}
-				if v, ok := exampleVariables[name]; ok {
-					return v
-				}
-				t.Errorf("%s: %s has no default: add an example value to exampleVariables", where, ref)
-				return ref
-			}
+		at := where + ":" + strconv.Itoa(strings.Count(hcl[:m[0]], "\n")+1)
+		for i, body := range templateBranches(hcl[m[2]:m[3]]) {
+			body = nomadRef.ReplaceAllStringFunc(dedent(body), fill(nomadRef))
+			body = nomadEnvRef.ReplaceAllStringFunc(body, fill(nomadEnvRef))
+			out = append(out, example{where: at + "#" + strconv.Itoa(i+1), yaml: body, env: nomadPluginEnv})
 		}
-		body := nomadRef.ReplaceAllStringFunc(dedent(hcl[m[2]:m[3]]), fill(nomadRef))
-		body = nomadEnvRef.ReplaceAllStringFunc(body, fill(nomadEnvRef))
-		out = append(out, example{where: where + ":" + strconv.Itoa(strings.Count(hcl[:m[0]], "\n")+1), yaml: body, env: nomadPluginEnv})
+	}
+	return out
+}
+
+// templateBranches returns the texts an HCL template can render: one for each combination of
+// the sides of its (unnested) %{ if }…%{ else }…%{ endif } directives.
+func templateBranches(text string) []string {
+	m := nomadIf.FindStringSubmatchIndex(text)
+	if m == nil {
+		return []string{text}
+	}
+	var out []string
+	for _, side := range [][2]int{{m[2], m[3]}, {m[4], m[5]}} {
+		out = append(out, templateBranches(text[:m[0]]+text[side[0]:side[1]]+text[m[1]:])...)
 	}
 	return out
 }

@@ -53,7 +53,7 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 0 or 1, like nginx -t.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd.Flags(), os.Getenv)
+			cfg, err := loadConfig(cmd.Flags(), os.Getenv, os.Environ())
 			if check, _ := cmd.Flags().GetBool("check-config"); check {
 				return reportConfigCheck(err, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
@@ -79,9 +79,9 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	}
 	defer stopTracing()
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
-	// The listeners' TLS material, then the backends', is loaded before any backend or ledger
-	// is opened: a certificate that does not parse stops the start before anything is
-	// created on disk (Validate has read every file already).
+	// The listeners' TLS material, then the etcd store's and the backends', is loaded before
+	// any backend or ledger is opened: a certificate that does not parse stops the start
+	// before anything is created on disk (Validate has read every file already).
 	policies, tlsServers, err := listenerPolicies(cfg.Listeners, metrics, log)
 	defer func() {
 		for _, ts := range tlsServers {
@@ -91,6 +91,15 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	etcdTLS, err := cfg.Tenancy.etcdTLS(log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if etcdTLS != nil { // not handed to the store
+			etcdTLS.Close()
+		}
+	}()
 	bes, backendClients, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
 	defer func() {
@@ -118,7 +127,8 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		store, where, err := cfg.Tenancy.openStore(log)
+		store, where, err := cfg.Tenancy.openStore(etcdTLS)
+		etcdTLS = nil // the store's now, closed by it
 		if err != nil {
 			return err
 		}
@@ -275,7 +285,7 @@ func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop pr
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
-		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), tp, prop)
+		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), backends.ClientTracing{Provider: tp, Propagator: prop})
 		if err != nil {
 			return bes, clients, err
 		}
@@ -316,7 +326,7 @@ func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Clien
 }
 
 // openBackend builds one backend; tc (nil: none) is the TLS configuration it dials with.
-func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
+func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tracing backends.ClientTracing) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, b.embeddedConfig(), log)
@@ -325,7 +335,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		}
 		return be, nil
 	case "grpc":
-		opts := []grpcbackend.Option{grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
+		opts := []grpcbackend.Option{grpcbackend.WithTracing(tracing), grpcbackend.WithLogger(log),
 			grpcbackend.WithCircuitBreaker(b.CircuitBreaker), grpcbackend.WithUserAgent(gatewayUserAgent())}
 		if tc != nil {
 			opts = append(opts, grpcbackend.WithTransportCredentials(credentials.NewTLS(tc.Config())))
@@ -333,7 +343,7 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		opts = append(opts, grpcbackend.WithFrames(transport == proxy.TransportFrames))
 		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets}, opts...)
 	case "rest":
-		opts := []rest.Option{rest.WithTracerProvider(tp), rest.WithPropagator(prop)}
+		opts := []rest.Option{rest.WithTracing(tracing)}
 		if tc != nil {
 			opts = append(opts, rest.WithTLSConfig(tc.Config()))
 		}

@@ -73,9 +73,7 @@ var _ grpc.ClientConnInterface = (*ClientConn)(nil)
 
 // NewClientConn returns a ClientConn for cfg; it does not connect until the first call.
 func NewClientConn(cfg ClientConfig) *ClientConn {
-	if cfg.MaxRecvMsgSize <= 0 {
-		cfg.MaxRecvMsgSize = defaultMaxRecvMsgSize
-	}
+	positiveOr(&cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)
 	cc := &ClientConn{
 		cfg:     cfg,
 		codec:   codecOrProto(cfg.Codec),

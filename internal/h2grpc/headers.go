@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -106,6 +108,18 @@ func lowerKey(k string) string {
 		}
 	}
 	return k
+}
+
+// metadataToAdd says whether a handler's md has entries to add to its headers or trailers,
+// and fails (INTERNAL) when one cannot be sent (validateMetadata).
+func metadataToAdd(md metadata.MD) (bool, error) {
+	if md.Len() == 0 {
+		return false, nil
+	}
+	if err := validateMetadata(md); err != nil {
+		return false, status.Error(codes.Internal, err.Error())
+	}
+	return true, nil
 }
 
 // validateMetadata checks outgoing metadata the way grpc-go's client does: keys of
