@@ -3,7 +3,6 @@ package testutil
 import (
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -57,7 +56,7 @@ func StartEtcd(t testing.TB, n int) *EtcdCluster {
 	}}
 	var cluster []string
 	for i := range n {
-		m := &etcdMember{name: fmt.Sprintf("m%d", i), client: "https://" + freePort(t), peer: "http://" + freePort(t)}
+		m := &etcdMember{name: fmt.Sprintf("m%d", i), client: "https://" + FreeAddr(t), peer: "http://" + FreeAddr(t)}
 		c.members = append(c.members, m)
 		cluster = append(cluster, m.name+"="+m.peer)
 	}
@@ -74,16 +73,6 @@ func StartEtcd(t testing.TB, n int) *EtcdCluster {
 		c.WaitHealthy(i)
 	}
 	return c
-}
-
-// freePort returns a loopback address no one listens on at the moment.
-func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // Endpoints are the members' client URLs.

@@ -71,7 +71,7 @@ func TestCSPSanity(t *testing.T) {
 			}
 			return status.Errorf(codes.Unimplemented, "%s: not in this test's node driver", c.Method)
 		})
-		admin := freePort(t)
+		admin := testutil.FreeAddr(t)
 		endpoint := "unix://" + filepath.Join(dir, "csi.sock")
 		gw := testutil.Start(t, "serve", "--config", writeFile(t, filepath.Join(dir, "gateway.yaml"), fmt.Sprintf(`listeners: [{endpoint: %q}]
 backends:

@@ -58,7 +58,7 @@ func startCentralSide(t *testing.T, dir string, tenants []string, tenantsYAML, l
 	testutil.Start(t, "appliance", "--data", filepath.Join(dir, "data"), "--endpoint", sc.appliance, "--max-volumes-per-node", "0")
 	testutil.Dial(t, sc.appliance)
 
-	addr := freePort(t)
+	addr := testutil.FreeAddr(t)
 	sc.centralAddr = addr
 	tokenKey := ""
 	if withTokenKey {
@@ -137,7 +137,7 @@ func (sc *sharedController) startReplica(t *testing.T, addr string) (*testutil.P
 		t.Fatal(err)
 	}
 	if addr == "" {
-		addr = freePort(t)
+		addr = testutil.FreeAddr(t)
 	}
 	file := writeFile(t, filepath.Join(sc.dir, "central-"+strings.ReplaceAll(addr, ":", "-")+".yaml"),
 		strings.Replace(string(config), "tcp://"+sc.centralAddr, "tcp://"+addr, 1))

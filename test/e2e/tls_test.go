@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,17 +18,6 @@ import (
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on at the moment.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestMTLSListenerBinary runs the real binary with a TCP mTLS listener and a plaintext one:
 // an allowed client's Probe answers, an unlisted one gets PERMISSION_DENIED, SIGHUP reloads
 // the TLS files, and the plaintext listener is warned about.
@@ -37,7 +25,7 @@ func TestMTLSListenerBinary(t *testing.T) {
 	dir := t.TempDir()
 	ca := testutil.NewCA(t, "e2e CA")
 	cert, key, clientCA := testutil.ServerPEMFiles(t, dir, ca, ca.NewServerLeaf(t))
-	addr, plainAddr := freePort(t), freePort(t)
+	addr, plainAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	config := filepath.Join(dir, "gateway.yaml")
 	yaml := fmt.Sprintf(`listeners:
   - endpoint: tcp://%s

@@ -48,7 +48,7 @@ func TestTwoHopSanity(t *testing.T) {
 		testutil.Dial(t, applianceSock)
 
 		// The central gateway: mTLS on TCP, only the cluster gateway admitted.
-		addr := freePort(t)
+		addr := testutil.FreeAddr(t)
 		writeConfig := func(name, yaml string) string {
 			path := filepath.Join(dir, name)
 			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
