@@ -51,7 +51,7 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 			return resp, err // the driver's own UNIMPLEMENTED: it speaks the caller's version
 		}
 	}
-	if speaks == caller {
+	if speaks == caller || speaks == untranslated {
 		return b.inner.Unary(ctx, method, req)
 	}
 	return b.translate(ctx, method, req)
@@ -89,7 +89,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 	speaks := b.speaks.get()
 	if speaks != V0 {
 		err := b.inner.Ready(ctx)
-		if speaks == V1 || backends.ClassOf(err) != backends.ClassUnimplemented {
+		if speaks == V1 || speaks == untranslated || backends.ClassOf(err) != backends.ClassUnimplemented {
 			return err
 		}
 		if b.detect(ctx) != V0 {
@@ -128,7 +128,7 @@ func (b *Backend) detect(ctx context.Context) Version {
 
 // askVersion calls each version's Identity/GetPluginInfo, v1 first: the first one the driver
 // implements (any answer but UNIMPLEMENTED) is what it speaks; one that implements neither
-// speaks v1 as far as the gateway is concerned (its answers pass as it gives them). A failure
+// is untranslated: its calls pass as the callers make them, whatever their version. A failure
 // that says nothing of the driver's version (unreachable, timed out) leaves it Auto.
 func askVersion(ctx context.Context, be backends.Backend) Version {
 	for _, v := range []Version{V1, V0} {
@@ -142,7 +142,7 @@ func askVersion(ctx context.Context, be backends.Backend) Version {
 			return v
 		}
 	}
-	return V1
+	return untranslated
 }
 
 // ownCall is the context of a call the gateway makes for itself within a caller's call: the

@@ -275,3 +275,23 @@ func TestAutoUnreachableDecidesNothing(t *testing.T) {
 		t.Errorf("an unreachable driver was found to speak %q", v)
 	}
 }
+
+// TestAutoWithoutIdentityTranslatesNothing: a driver that implements neither version's
+// Identity tells the gateway nothing of its version, so its calls pass as the caller made
+// them: a v0 call reaches its v0 service untouched, a v1 call gets the driver's own
+// UNIMPLEMENTED, and no answer is ever translated.
+func TestAutoWithoutIdentityTranslatesNothing(t *testing.T) {
+	d := &v0Driver{noIdentity: true}
+	b := New("legacy", d.serve(t), Auto)
+	_, err := b.Unary(context.Background(), "/csi.v1.Controller/DeleteVolume", nil)
+	wantCode(t, "a v1 call", err, codes.Unimplemented)
+	if v := b.speaks.get(); v != untranslated {
+		t.Fatalf("detected %q, want untranslated", v)
+	}
+	var resp csiv0.CreateVolumeResponse
+	err = call(t, b, "/csi.v0.Controller/CreateVolume", &csiv0.CreateVolumeRequest{Name: "pvc-1"}, &resp)
+	wantCode(t, "a v0 call", err, codes.OK)
+	if got := d.calls(); !slices.Contains(got, "/csi.v0.Controller/CreateVolume") || slices.Contains(got, "/csi.v1.Controller/CreateVolume") {
+		t.Errorf("the driver saw %v, want the v0 CreateVolume as sent", got)
+	}
+}

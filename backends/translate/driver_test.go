@@ -27,11 +27,12 @@ type v0Driver struct {
 	csiv0.UnimplementedControllerServer
 	csiv0.UnimplementedNodeServer
 
-	v02      bool                  // no NodeGetInfo (UNIMPLEMENTED), as a v0.2 driver
-	notReady bool                  // Probe says ready=false
-	fail     map[string]error      // by short method name: the status to answer with
-	snapshot *csiv0.SnapshotStatus // CreateSnapshot's status (nil: READY)
-	caps     []csiv0.ControllerServiceCapability_RPC_Type
+	v02        bool                  // no NodeGetInfo (UNIMPLEMENTED), as a v0.2 driver
+	notReady   bool                  // Probe says ready=false
+	noIdentity bool                  // serves no Identity service at all
+	fail       map[string]error      // by short method name: the status to answer with
+	snapshot   *csiv0.SnapshotStatus // CreateSnapshot's status (nil: READY)
+	caps       []csiv0.ControllerServiceCapability_RPC_Type
 
 	mu   sync.Mutex
 	got  map[string][]any // requests by short method name, of the methods it implements
@@ -161,7 +162,9 @@ func (d *v0Driver) serve(t *testing.T) backends.Backend {
 		d.mu.Unlock()
 		return h(ctx, req)
 	}))
-	csiv0.RegisterIdentityServer(srv, d)
+	if !d.noIdentity {
+		csiv0.RegisterIdentityServer(srv, d)
+	}
 	csiv0.RegisterControllerServer(srv, d)
 	csiv0.RegisterNodeServer(srv, d)
 	go srv.Serve(l)

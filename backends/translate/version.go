@@ -17,6 +17,9 @@ const (
 	// Auto is a grpc driver whose version the gateway finds out (see Backend): the default
 	// of grpc backends.
 	Auto Version = "auto"
+	// untranslated is what Auto detects for a driver that implements neither version's
+	// Identity: with nothing to tell its version, every call passes to it untouched.
+	untranslated Version = "untranslated"
 )
 
 // ParseVersion reads a csiVersion as written in the configuration; "" is Auto.
