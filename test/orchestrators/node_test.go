@@ -1,0 +1,118 @@
+package orchestrators
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKubeletNode runs deploy/kubernetes/bridge on a real single-node Kubernetes: etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler and kubelet v1.31, containerd and
+// runc, a CNI bridge, all inside a network namespace (and a mount namespace) the test creates.
+// The gateway's image is the project's own build (tools/ocimage); the sidecars' images hold
+// the binaries build-components.sh builds; nothing is pulled from any registry.
+//
+//  1. The node registers Ready.
+//  2. deploy/kubernetes/bridge, through an overlay that only swaps the images for the local
+//     ones (imagePullPolicy: Never) and points the backend at the reference appliance the
+//     test starts on the node: the controller Deployment and the node DaemonSet run as pods,
+//     and node-driver-registrar registers the driver (CSINode lists it).
+//  3. A StatefulSet with a volumeClaimTemplate on the gateway's StorageClass: provisioned,
+//     attached, staged and published through the gateway, written and read back; then deleted
+//     down to nothing on the appliance and no mount or loop device on the node.
+//  4. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
+//     left on the machine.
+//
+// It runs with CSIGW_E2E_NODE=1 (make e2e-node), as root.
+func TestKubeletNode(t *testing.T) {
+	if os.Getenv("CSIGW_E2E_NODE") == "" {
+		t.Skip("the kubelet node e2e runs with CSIGW_E2E_NODE=1 (make e2e-node)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the kubelet node e2e needs root: network and mount namespaces, containerd, loop devices (make e2e-node)")
+	}
+	if err := nodePreflight(); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	phase := func(name string, f func()) {
+		start := time.Now()
+		f()
+		t.Logf("phase %-50s %s", name, time.Since(start).Round(100*time.Millisecond))
+	}
+	var n *node
+	var k *kube
+	var app *nodeAppliance
+	phase("node namespaces and containerd up", func() { n = e.startNode() })
+	phase("etcd, kube-apiserver, kcm, kube-scheduler up", func() { k = n.startControlPlane() })
+	phase("kubelet up, node Ready", func() { n.startKubelet(k) })
+	phase("images built and imported", n.loadImages)
+	phase("appliance up on the node", func() { app = n.startAppliance() })
+	phase("deploy/kubernetes/bridge running, driver registered", func() { n.deployBridge(k, app) })
+	phase("statefulset: provision, attach, write, read, delete", func() { n.testStatefulSet(k, app) })
+	phase("bridge deleted", func() { n.deleteBridge(k) })
+	phase("node stopped, nothing left", func() {
+		n.stop()
+		n.checkNodeGone()
+	})
+}
+
+// startControlPlane starts the control plane inside the node's namespaces: the apiserver
+// listens on the node IP too (pods reach it through the Service IP's DNAT), and
+// kube-controller-manager runs every default controller (Deployments, DaemonSets,
+// StatefulSets, the PV binder, the root CA publisher for pods' service account tokens).
+func (n *node) startControlPlane() *kube {
+	e := n.e
+	pki := func(f string) string { return filepath.Join(e.work, "kube", "pki", f) }
+	k := e.startKubeWith(kubeOptions{
+		controllers: "*",
+		apiserverArgs: []string{"--bind-address=0.0.0.0", "--advertise-address=" + nodeIP,
+			"--kubelet-client-certificate=" + pki("admin.crt"), "--kubelet-client-key=" + pki("admin.key"),
+			"--kubelet-preferred-address-types=InternalIP"},
+		kcmArgs: []string{"--root-ca-file=" + pki("ca.crt"), "--service-account-private-key-file=" + pki("sa.key")},
+	})
+	e.start("kube-scheduler", nil, e.component("kube-scheduler"), "--kubeconfig="+k.kubeconfig,
+		"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", e.freePort()))
+	n.routeService(k)
+	return k
+}
+
+// nodeAppliance is the reference appliance, running on the node (in its namespaces, so the
+// mounts its Node service makes are kubelet's), serving the Connect JSON protocol on the
+// node IP for the gateways in the pods.
+type nodeAppliance struct {
+	*stack
+	url string
+}
+
+const nodeAppliancePort = 8480
+
+func (n *node) startAppliance() *nodeAppliance {
+	e := n.e
+	s := &stack{e: e, dataDir: filepath.Join(e.work, "appliance")}
+	sock := filepath.Join(e.work, "appliance.sock")
+	addr := fmt.Sprintf("%s:%d", nodeIP, nodeAppliancePort)
+	s.appliance = e.start("appliance", nil, e.gateway, "appliance", "--data", s.dataDir,
+		"--endpoint", "unix://"+sock, "--http", addr, "--driver-name", driverName, "--node-id", applianceNodeID,
+		"--log-level", "debug")
+	e.eventually(30*time.Second, "the appliance's socket", func() (bool, string) {
+		if done, err := s.appliance.exited(); done {
+			e.t.Fatalf("the appliance exited: %v\n%s", err, s.appliance.tail(20))
+		}
+		_, err := os.Stat(sock)
+		return err == nil, s.appliance.tail(3)
+	})
+	return &nodeAppliance{stack: s, url: "http://" + addr}
+}
+
+// mountTable is the node's view of its volume mounts and loop devices, for the transcript.
+func (n *node) mountTable() string {
+	return n.inNode(`echo "# mounts of loop devices and of CSI volumes under /var/lib/kubelet"; grep -E '^/dev/loop| /var/lib/kubelet/(pods/[^ ]*/volumes/kubernetes.io~csi|plugins/kubernetes.io/csi)/' /proc/self/mounts | cut -d' ' -f1-3; echo "# losetup -a"; losetup -a`)
+}
+
+func (n *node) logTranscript(what string) {
+	n.e.t.Logf("%s:\n%s", what, strings.TrimRight(n.mountTable(), "\n"))
+}
