@@ -224,7 +224,7 @@ e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars and 
 # running deploy/kubernetes/bridge with images built here (no registry). Root only: skipped
 # otherwise. Not part of make e2e yet.
 E2E_NODE_PACKAGES   := containerd runc containernetworking-plugins busybox-static iptables
-E2E_NODE_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet csi-provisioner csi-attacher csi-resizer csi-snapshotter node-driver-registrar
+E2E_NODE_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar
 e2e-node: ## a real kubelet node (containerd, CNI bridge in a network namespace) running deploy/kubernetes/bridge and a StatefulSet on it (root; installs and builds on first run)
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-node: skipped: it needs root (network and mount namespaces, containerd, loop devices)"; exit 0; fi; \
 	start=$$(date +%s); \

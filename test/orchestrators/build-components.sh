@@ -10,7 +10,7 @@
 #                                     nomad helm cert-manager-crds prometheus-operator-crds
 #                                     mock-driver kube-scheduler kubelet
 #                                     node-driver-registrar livenessprobe csi-resizer
-#                                     csi-snapshotter snapshot-controller
+#                                     csi-snapshotter snapshot-controller snapshot-crds
 #                                     (default: all)
 #   build-components.sh --path NAME   where NAME's binary (or directory) is
 #
@@ -173,6 +173,17 @@ build_vendored() {
   (cd "$dir" && GOFLAGS=-mod=vendor timed "$1" "$2" $NICE $GO build -trimpath -ldflags "-s -w -X main.version=$2" -o "$out.tmp" "$4") && mv "$out.tmp" "$out"
 }
 
+# The VolumeSnapshot CRDs of external-snapshotter's client module, as it ships them.
+build_snapshot_crds() {
+  local out=$CACHE/crds/external-snapshotter-$SNAPSHOTTER_VERSION dir
+  [[ -f $out/.ready ]] && return
+  dir=$(modinfo github.com/kubernetes-csi/external-snapshotter/client/v8 "$SNAPSHOTTER_VERSION" Dir)
+  mkdir -p "$out"
+  cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$out/"
+  chmod u+w "$out"/*.yaml
+  touch "$out/.ready"
+}
+
 # cert-manager's CRDs as plain manifests: the module's deploy/crds sources carry Helm
 # markers, in comments and in the label values, which are dropped.
 build_cert_manager_crds() {
@@ -215,6 +226,7 @@ build() {
   livenessprobe) build_vendored livenessprobe $LIVENESSPROBE_VERSION livenessprobe.tar.gz ./cmd/livenessprobe ;;
   csi-resizer) build_vendored csi-resizer $RESIZER_VERSION external-resizer.tar.gz ./cmd/csi-resizer ;;
   csi-snapshotter | snapshot-controller) build_snapshotter "$1" ;;
+  snapshot-crds) build_snapshot_crds ;;
   *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
   esac
 }
@@ -234,6 +246,7 @@ path() {
   livenessprobe) echo "$CACHE/bin/livenessprobe-$LIVENESSPROBE_VERSION" ;;
   csi-resizer) echo "$CACHE/bin/csi-resizer-$RESIZER_VERSION" ;;
   csi-snapshotter | snapshot-controller) echo "$CACHE/bin/$1-$SNAPSHOTTER_VERSION" ;;
+  snapshot-crds) echo "$CACHE/crds/external-snapshotter-$SNAPSHOTTER_VERSION" ;;
   cert-manager-crds) echo "$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION" ;;
   prometheus-operator-crds) echo "$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" ;;
   esac

@@ -21,8 +21,11 @@ import (
 //     test starts on the node: the controller Deployment and the node DaemonSet run as pods,
 //     and node-driver-registrar registers the driver (CSINode lists it).
 //  3. A StatefulSet with a volumeClaimTemplate on the gateway's StorageClass: provisioned,
-//     attached, staged and published through the gateway, written and read back; then deleted
-//     down to nothing on the appliance and no mount or loop device on the node.
+//     attached, staged and published through the gateway, written and read back, expanded
+//     (df shows it), snapshotted (external-snapshotter v8: CRDs, snapshot-controller, the
+//     Deployment's csi-snapshotter), its pod rescheduled, the snapshot restored into a new
+//     PVC whose pod reads the same content; then all deleted down to nothing on the
+//     appliance and no mount or loop device on the node.
 //  4. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
 //     left on the machine.
 //
@@ -50,6 +53,7 @@ func TestKubeletNode(t *testing.T) {
 	phase("etcd, kube-apiserver, kcm, kube-scheduler up", func() { k = n.startControlPlane() })
 	phase("kubelet up, node Ready", func() { n.startKubelet(k) })
 	phase("images built and imported", n.loadImages)
+	phase("snapshot CRDs and snapshot-controller", func() { n.startSnapshotController(k) })
 	phase("appliance up on the node", func() { app = n.startAppliance() })
 	phase("deploy/kubernetes/bridge running, driver registered", func() { n.deployBridge(k, app) })
 	phase("statefulset: provision, attach, write, read, delete", func() { n.testStatefulSet(k, app) })
@@ -115,4 +119,22 @@ func (n *node) mountTable() string {
 
 func (n *node) logTranscript(what string) {
 	n.e.t.Logf("%s:\n%s", what, strings.TrimRight(n.mountTable(), "\n"))
+}
+
+// startSnapshotController installs the VolumeSnapshot CRDs and runs external-snapshotter's
+// snapshot-controller on the node (the controller Deployment's csi-snapshotter needs both).
+func (n *node) startSnapshotController(k *kube) {
+	e := n.e
+	crds, err := filepath.Glob(filepath.Join(e.component("snapshot-crds"), "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		e.t.Fatalf("no snapshot CRDs in %s", e.component("snapshot-crds"))
+	}
+	for _, c := range crds {
+		k.kubectl(nil, "apply", "-f", c)
+	}
+	for _, c := range crds {
+		k.kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s", "-f", c)
+	}
+	e.start("snapshot-controller", nil, e.component("snapshot-controller"), "--kubeconfig="+k.kubeconfig,
+		"--leader-election=false", "--v=4")
 }
