@@ -218,21 +218,17 @@ e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars and 
 	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
 	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
 
-# A real kubelet node (test/orchestrators/node_test.go): etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubelet, containerd and runc (Debian packages,
-# installed here as root), a CNI bridge, all inside a network namespace the test creates,
-# running deploy/kubernetes/bridge with images built here (no registry). Root only: skipped
-# otherwise. Not part of make e2e yet.
-E2E_NODE_PACKAGES   := containerd runc containernetworking-plugins busybox-static iptables
-E2E_NODE_COMPONENTS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar
-e2e-node: ## a real kubelet node (containerd, CNI bridge in a network namespace) running deploy/kubernetes/bridge and a StatefulSet on it (root; installs and builds on first run)
+# make e2e-node: only TestKubeletNode, the real kubelet node (test/orchestrators/node_test.go):
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet, containerd and
+# runc (Debian packages, installed by install-node-packages.sh as root), a CNI bridge, all
+# inside network and mount namespaces the test creates, running deploy/kubernetes/bridge and
+# the Helm chart with images built here (no registry).
+E2E_NODE_COMPONENTS := kube-scheduler kubelet csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar
+E2E_NODE_PREP       := test/orchestrators/install-node-packages.sh && $(E2E_COMPONENTS) $(E2E_NODE_COMPONENTS)
+e2e-node: ## only the real kubelet node of make e2e: deploy/kubernetes/bridge and the Helm chart running a StatefulSet's volume (root)
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-node: skipped: it needs root (network and mount namespaces, containerd, loop devices)"; exit 0; fi; \
-	start=$$(date +%s); \
-	missing=$$(for p in $(E2E_NODE_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then echo "e2e-node: apt-get install" $$missing; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null || \
-	  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; } || exit 1; fi; \
-	$(E2E_COMPONENTS) $(E2E_NODE_COMPONENTS) || exit 1; echo "e2e-node: packages and components ready in $$(( $$(date +%s) - start ))s"
+	start=$$(date +%s); $(E2E_COMPONENTS) etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher helm && $(E2E_NODE_PREP) || exit 1; \
+	echo "e2e-node: packages and components ready in $$(( $$(date +%s) - start ))s"
 	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 20m -run '^TestKubeletNode$$' $(E2E_FLAGS) .
 
 $(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)

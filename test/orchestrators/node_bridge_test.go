@@ -122,15 +122,45 @@ patches:
 	return dir
 }
 
-// deployBridge applies the overlay and waits for the controller Deployment and the node
-// DaemonSet to run and node-driver-registrar to register the driver with kubelet.
-func (n *node) deployBridge(k *kube, app *nodeAppliance) {
+// deployBridge applies the overlay and waits for it to run (runDeployment).
+func (n *node) deployBridge(k *kube, app *nodeAppliance) string {
 	e := n.e
-	dir := n.bridgeOverlay(k, app)
-	rendered := e.run(e.work, nil, "kubectl", "kustomize", dir)
+	rendered := e.run(e.work, nil, "kubectl", "kustomize", n.bridgeOverlay(k, app))
 	if strings.Contains(rendered, "appliance.example.com") {
 		e.t.Fatal("the overlay's rendering still names appliance.example.com")
 	}
+	n.runDeployment(k, "deploy/kubernetes/bridge", rendered)
+	return rendered
+}
+
+// deployHelmBridge renders the Helm chart as a bridge with the same local images (the
+// gateway's pulled Never, the sidecars' present so never pulled) and appliance, applies it
+// and waits for it to run (runDeployment).
+func (n *node) deployHelmBridge(k *kube, app *nodeAppliance) string {
+	e := n.e
+	values := e.write("helm-values.yaml", fmt.Sprintf(`deployment: bridge
+appliance:
+  urls: [%s]
+image: {repository: %s, tag: e2e, pullPolicy: Never}
+sidecars:
+  provisioner: {image: %s}
+  attacher: {image: %s}
+  snapshotter: {image: %s}
+  resizer: {image: %s}
+  nodeDriverRegistrar: {image: %s}
+`, app.url, strings.Split(gatewayImage, ":")[0], localImage("csi-provisioner"), localImage("csi-attacher"),
+		localImage("csi-snapshotter"), localImage("csi-resizer"), localImage("node-driver-registrar")))
+	rendered := e.run(e.work, nil, e.component("helm"), "template", "csi-gateway", filepath.Join(e.repo, "deploy", "helm", "csi-gateway"),
+		"--namespace", "csi-gateway", "-f", values)
+	k.kubectl(nil, "create", "namespace", "csi-gateway")
+	n.runDeployment(k, "the Helm chart (deployment: bridge)", rendered)
+	return rendered
+}
+
+// runDeployment applies rendered manifests and waits for the controller Deployment and the
+// node DaemonSet to run and node-driver-registrar to register the driver with kubelet.
+func (n *node) runDeployment(k *kube, what, rendered string) {
+	e := n.e
 	k.kubectl([]byte(rendered), "apply", "-f", "-")
 	start := time.Now()
 	e.eventually(4*time.Minute, "the node DaemonSet's pod Ready and the driver in CSINode", func() (bool, string) {
@@ -138,7 +168,7 @@ func (n *node) deployBridge(k *kube, app *nodeAppliance) {
 		pods, _ := k.try(nil, "get", "pods", "-n", "csi-gateway", "-o", "wide")
 		return strings.Contains(drivers, driverName), "csinode drivers: " + drivers + "\n" + pods
 	})
-	e.t.Logf("CSINode %s lists %s after %s (node-driver-registrar)", nodeName, driverName, time.Since(start).Round(time.Second))
+	e.t.Logf("%s: CSINode %s lists %s after %s (node-driver-registrar)", what, nodeName, driverName, time.Since(start).Round(time.Second))
 	e.eventually(4*time.Minute, "the controller Deployment available", func() (bool, string) {
 		out, _ := k.try(nil, "get", "deployment", "csi-gateway-controller", "-n", "csi-gateway", "-o", "jsonpath={.status.availableReplicas}")
 		pods, _ := k.try(nil, "get", "pods", "-n", "csi-gateway", "-o", "wide")
@@ -148,21 +178,44 @@ func (n *node) deployBridge(k *kube, app *nodeAppliance) {
 		out, _ := k.try(nil, "get", "daemonset", "csi-gateway-node", "-n", "csi-gateway", "-o", "jsonpath={.status.numberReady}")
 		return out == "1", out
 	})
-	e.t.Logf("deploy/kubernetes/bridge running after %s:\n%s\n%s", time.Since(start).Round(time.Second),
+	e.t.Logf("%s running after %s:\n%s\n%s", what, time.Since(start).Round(time.Second),
 		k.kubectl(nil, "get", "pods", "-n", "csi-gateway", "-o", "wide"), k.kubectl(nil, "get", "csinode"))
 }
 
-// deleteBridge deletes the overlay's objects and waits until kubelet has stopped their pods,
-// the namespace is gone and kubelet has unregistered the driver (node-driver-registrar
-// removed its registration socket when it stopped).
-func (n *node) deleteBridge(k *kube) {
+// deleteDeployment deletes rendered manifests and their namespace and waits until kubelet
+// has stopped their pods, the namespace is gone and kubelet has unregistered the driver
+// (node-driver-registrar removed its registration socket when it stopped).
+func (n *node) deleteDeployment(k *kube, rendered string) {
 	e := n.e
-	k.kubectl(nil, "delete", "-k", filepath.Join(e.work, "overlay"), "--wait=false")
-	e.eventually(3*time.Minute, "the bridge's pods and namespace gone, the driver unregistered", func() (bool, string) {
+	k.kubectl([]byte(rendered), "delete", "--wait=false", "--ignore-not-found", "-f", "-")
+	k.kubectl(nil, "delete", "namespace", "csi-gateway", "--wait=false", "--ignore-not-found")
+	e.eventually(3*time.Minute, "the pods and namespace gone, the driver unregistered", func() (bool, string) {
 		pods, err1 := k.try(nil, "get", "pods", "-n", "csi-gateway", "-o", "name")
 		ns, err2 := k.try(nil, "get", "namespace", "csi-gateway", "--ignore-not-found", "-o", "name")
 		drivers, err3 := k.try(nil, "get", "csinode", nodeName, "-o", "jsonpath={.spec.drivers[*].name}")
 		done := err1 == nil && err2 == nil && err3 == nil && strings.TrimSpace(pods+ns+drivers) == ""
 		return done, fmt.Sprintf("pods: %q; namespace: %q; csinode drivers: %q", pods, ns, drivers)
 	})
+}
+
+// killGateway kills (SIGKILL, through containerd) the csi-gateway container of the pod of a
+// component (controller or node) and returns the pod's name; kubelet restarts it.
+func (n *node) killGateway(k *kube, component string) string {
+	e := n.e
+	out := k.kubectl(nil, "get", "pods", "-n", "csi-gateway", "-l", "app.kubernetes.io/component="+component, "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {range .status.containerStatuses[?(@.name=="csi-gateway")]}{.containerID}{end}{"\n"}{end}`)
+	f := strings.Fields(out)
+	if len(f) != 2 || !strings.HasPrefix(f[1], "containerd://") {
+		e.t.Fatalf("the %s pod's gateway container: %q", component, out)
+	}
+	if out, err := n.ctr("tasks", "kill", "-s", "SIGKILL", strings.TrimPrefix(f[1], "containerd://")); err != nil {
+		e.t.Fatalf("kill the %s pod's gateway: %v\n%s", component, err, out)
+	}
+	return f[0]
+}
+
+// gatewayRestarts is how often kubelet restarted a pod's csi-gateway container.
+func gatewayRestarts(k *kube, pod string) string {
+	out, _ := k.try(nil, "get", "pod", pod, "-n", "csi-gateway", "-o", `jsonpath={.status.containerStatuses[?(@.name=="csi-gateway")].restartCount}`)
+	return out
 }

@@ -26,7 +26,13 @@ import (
 //     Deployment's csi-snapshotter), its pod rescheduled, the snapshot restored into a new
 //     PVC whose pod reads the same content; then all deleted down to nothing on the
 //     appliance and no mount or loop device on the node.
-//  4. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
+//  4. The gateway killed during the StatefulSet's rollout: the controller pod's right after
+//     the StatefulSet is created, the node pod's right after the volume is attached; the
+//     sidecars and kubelet retry through the restarted containers.
+//  5. The Helm chart's rendering of the same deployment, in a second pass: it runs, registers
+//     the driver, and a StatefulSet's volume goes through provision, attach, write, read back
+//     and deletion.
+//  6. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
 //     left on the machine.
 //
 // It runs with CSIGW_E2E_NODE=1 (make e2e-node), as root.
@@ -55,9 +61,13 @@ func TestKubeletNode(t *testing.T) {
 	phase("images built and imported", n.loadImages)
 	phase("snapshot CRDs and snapshot-controller", func() { n.startSnapshotController(k) })
 	phase("appliance up on the node", func() { app = n.startAppliance() })
-	phase("deploy/kubernetes/bridge running, driver registered", func() { n.deployBridge(k, app) })
-	phase("statefulset: provision, attach, write, read, delete", func() { n.testStatefulSet(k, app) })
-	phase("bridge deleted", func() { n.deleteBridge(k) })
+	var rendered string
+	phase("deploy/kubernetes/bridge running, driver registered", func() { rendered = n.deployBridge(k, app) })
+	phase("statefulset: the whole life, gateways killed", func() { n.testStatefulSet(k, app, true) })
+	phase("deploy/kubernetes/bridge deleted", func() { n.deleteDeployment(k, rendered) })
+	phase("helm chart (bridge) running, driver registered", func() { rendered = n.deployHelmBridge(k, app) })
+	phase("statefulset: provision, attach, write, read, delete", func() { n.testStatefulSet(k, app, false) })
+	phase("helm chart deleted", func() { n.deleteDeployment(k, rendered) })
 	phase("node stopped, nothing left", func() {
 		n.stop()
 		n.checkNodeGone()

@@ -17,7 +17,11 @@ const nodeVolumeContent = "written-through-csi-gateway-by-kubelet"
 // read back by the pod, expanded, snapshotted and restored (expand, snapshotAndRestore); then
 // deleted: no volume or snapshot on the appliance, no mount or loop device on the node. Each
 // step's time goes to the transcript.
-func (n *node) testStatefulSet(k *kube, app *nodeAppliance) {
+//
+// With full, the gateway is killed twice during the rollout (killGateway): the controller
+// pod's as the StatefulSet is created, the node pod's once the volume is attached; and the
+// volume is also expanded, snapshotted and restored.
+func (n *node) testStatefulSet(k *kube, app *nodeAppliance, full bool) {
 	e := n.e
 	start := time.Now()
 	step := func(what string) { e.t.Logf("  %-46s %s", what, time.Since(start).Round(100*time.Millisecond)) }
@@ -59,6 +63,11 @@ spec:
         resources: {requests: {storage: 64Mi}}
 `, driverName, busyboxImage, nodeVolumeContent)), "apply", "-f", "-")
 	step("StatefulSet created")
+	var killed []string
+	if full {
+		killed = append(killed, n.killGateway(k, "controller"))
+		step("controller pod's gateway killed")
+	}
 
 	var pv string
 	e.eventually(3*time.Minute, "the PVC data-writer-0 Bound", func() (bool, string) {
@@ -77,6 +86,10 @@ spec:
 		return strings.Contains(out, pv+"=true"), out
 	})
 	step("attached (ControllerPublishVolume)")
+	if full {
+		killed = append(killed, n.killGateway(k, "node"))
+		step("node pod's gateway killed")
+	}
 	e.eventually(3*time.Minute, "the pod writer-0 Ready", func() (bool, string) {
 		out, _ := k.try(nil, "get", "pod", "writer-0", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True", out + "\n" + k.events("writer-0")
@@ -100,8 +113,17 @@ spec:
 	}
 	e.t.Logf("with the pod running: the node's mount table\n%s", strings.TrimRight(table, "\n"))
 
-	n.expand(k, step)
-	n.snapshotAndRestore(k, step)
+	for _, pod := range killed {
+		if r := gatewayRestarts(k, pod); r == "" || r == "0" {
+			e.t.Errorf("the gateway of %s was killed but kubelet reports %q restarts", pod, r)
+		} else {
+			e.t.Logf("the gateway of %s restarted %s time(s); the volume's life went on through it", pod, r)
+		}
+	}
+	if full {
+		n.expand(k, step)
+		n.snapshotAndRestore(k, step)
+	}
 
 	// Deletion: the StatefulSet (kubelet unpublishes and unstages), its PVC (the attacher
 	// detaches, the provisioner deletes).
