@@ -223,7 +223,7 @@ e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars and 
 # runc (Debian packages, installed by install-node-packages.sh as root), a CNI bridge, all
 # inside network and mount namespaces the test creates, running deploy/kubernetes/bridge and
 # the Helm chart with images built here (no registry).
-E2E_NODE_COMPONENTS := kube-scheduler kubelet csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar
+E2E_NODE_COMPONENTS := kube-scheduler kubelet csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar mock-driver
 E2E_NODE_PREP       := test/orchestrators/install-node-packages.sh && $(E2E_COMPONENTS) $(E2E_NODE_COMPONENTS)
 e2e-node: ## only the real kubelet node of make e2e: deploy/kubernetes/bridge and the Helm chart running a StatefulSet's volume (root)
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-node: skipped: it needs root (network and mount namespaces, containerd, loop devices)"; exit 0; fi; \

@@ -37,6 +37,7 @@ type env struct {
 
 	mu    sync.Mutex
 	procs []*proc
+	undo  []func() // run first by cleanup, newest first (the node's teardown)
 }
 
 // command is name with args, run inside the node's namespaces when e.inside is set.
@@ -266,8 +267,11 @@ func (e *env) write(rel, content string) string {
 // backed by files in it.
 func (e *env) cleanup() {
 	e.mu.Lock()
-	procs := slices.Clone(e.procs)
+	procs, undo := slices.Clone(e.procs), slices.Clone(e.undo)
 	e.mu.Unlock()
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop(15 * time.Second)
 	}

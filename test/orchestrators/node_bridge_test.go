@@ -185,13 +185,13 @@ func (n *node) runDeployment(k *kube, what, rendered string) {
 // deleteDeployment deletes rendered manifests and their namespace and waits until kubelet
 // has stopped their pods, the namespace is gone and kubelet has unregistered the driver
 // (node-driver-registrar removed its registration socket when it stopped).
-func (n *node) deleteDeployment(k *kube, rendered string) {
+func (n *node) deleteDeployment(k *kube, rendered, namespace string) {
 	e := n.e
 	k.kubectl([]byte(rendered), "delete", "--wait=false", "--ignore-not-found", "-f", "-")
-	k.kubectl(nil, "delete", "namespace", "csi-gateway", "--wait=false", "--ignore-not-found")
+	k.kubectl(nil, "delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
 	e.eventually(3*time.Minute, "the pods and namespace gone, the driver unregistered", func() (bool, string) {
-		pods, err1 := k.try(nil, "get", "pods", "-n", "csi-gateway", "-o", "name")
-		ns, err2 := k.try(nil, "get", "namespace", "csi-gateway", "--ignore-not-found", "-o", "name")
+		pods, err1 := k.try(nil, "get", "pods", "-n", namespace, "-o", "name")
+		ns, err2 := k.try(nil, "get", "namespace", namespace, "--ignore-not-found", "-o", "name")
 		drivers, err3 := k.try(nil, "get", "csinode", nodeName, "-o", "jsonpath={.spec.drivers[*].name}")
 		done := err1 == nil && err2 == nil && err3 == nil && strings.TrimSpace(pods+ns+drivers) == ""
 		return done, fmt.Sprintf("pods: %q; namespace: %q; csinode drivers: %q", pods, ns, drivers)

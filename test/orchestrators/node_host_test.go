@@ -74,11 +74,15 @@ func nodePreflight() error {
 // (inside them), then startKubelet.
 func (e *env) startNode() *node {
 	e.t.Helper()
+	reapAbandonedNodes(e)
 	for _, c := range nodeLeftovers() {
 		e.t.Fatalf("the machine already has %s: a previous node run was not cleaned up (or another kubelet runs here)", c)
 	}
 	n := &node{e: e, netns: fmt.Sprintf("csigw-node-%d", os.Getpid()), dir: filepath.Join(e.work, "node")}
-	e.t.Cleanup(n.stop)
+	// Undone by the run's clean-up, also on SIGINT or SIGTERM.
+	e.mu.Lock()
+	e.undo = append(e.undo, n.stop)
+	e.mu.Unlock()
 	e.run("", nil, "ip", "netns", "add", n.netns)
 	in := func(args ...string) { e.run("", nil, "ip", append([]string{"-n", n.netns}, args...)...) }
 	in("link", "set", "lo", "up")
@@ -103,6 +107,9 @@ func (e *env) startNode() *node {
 	for _, d := range append([]string{n.dir}, nodePrivateDirs...) {
 		fmt.Fprintf(&script, "mount -t tmpfs -o mode=0755 csigw-node %s && ", d)
 	}
+	// Shared inside the node's namespace, as on a real node: pods' Bidirectional mounts of
+	// kubelet's directories need it (and it propagates to nothing outside).
+	script.WriteString("mount --make-rshared /var/lib/kubelet && ")
 	script.WriteString("exec sleep infinity")
 	n.holder = e.start("node-holder", nil, "nsenter", "--net=/run/netns/"+n.netns, "--",
 		"unshare", "--mount", "--propagation", "slave", "--", "sh", "-c", script.String())
@@ -249,17 +256,7 @@ func (n *node) stop() {
 		}
 		n.containerd.stop(15 * time.Second)
 	}
-	// What is left in the node's cgroups or namespaces is the node's own: killed.
-	for i := 0; i < 3; i++ {
-		pids := n.pids()
-		if len(pids) == 0 {
-			break
-		}
-		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	n.killAll()
 	e.inside = nil
 	if n.holder != nil {
 		n.holder.stop(5 * time.Second)
@@ -276,8 +273,46 @@ func (n *node) stop() {
 	}
 }
 
-// pids lists the processes of the node: those in its cgroups, in its mount namespace or its
-// network namespace (the holder's), and containerd's shims.
+// killAll kills what is left in the node's cgroups or namespaces: the node's own.
+func (n *node) killAll() {
+	for i := 0; i < 3; i++ {
+		pids := n.pids()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// reapAbandonedNodes undoes the node of a run whose test process died without cleaning up
+// (SIGKILL, or go test's -timeout, which skips clean-ups): its network namespace is named
+// after that process. A namespace whose process lives is another run's, and left alone.
+func reapAbandonedNodes(e *env) {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "csigw-node-") {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimPrefix(f[0], "csigw-node-"))
+		if err != nil || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		e.t.Logf("undoing the abandoned node %s", f[0])
+		old := &node{e: e, netns: f[0]}
+		old.killAll()
+		removeNodeCgroups(e)
+		if out, err := exec.Command("ip", "netns", "delete", f[0]).CombinedOutput(); err != nil {
+			e.t.Logf("ip netns delete %s: %v: %s", f[0], err, out)
+		}
+	}
+}
+
+// pids lists the processes of the node: those in its cgroups, in its network namespace, in
+// its holder's mount namespace, and containerd's shims.
 func (n *node) pids() []int {
 	var nsIDs []string
 	if n.holder != nil {
@@ -286,6 +321,10 @@ func (n *node) pids() []int {
 				nsIDs = append(nsIDs, l)
 			}
 		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/run/netns/"+n.netns, &st); err == nil {
+		nsIDs = append(nsIDs, fmt.Sprintf("net:[%d]", st.Ino))
 	}
 	self, holder := os.Getpid(), 0
 	if n.holder != nil {

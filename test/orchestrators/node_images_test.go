@@ -166,6 +166,7 @@ func (n *node) loadImages() {
 	for _, c := range slices.Sorted(maps.Values(sidecarImages)) {
 		add(c, binaryImage(filepath.Join(dir, c+".tar"), localImage(c), c, e.component(c)))
 	}
+	add("mock-driver", binaryImage(filepath.Join(dir, "mock-driver.tar"), mockImage, "mock-driver", e.component("mock-driver")))
 
 	// The gateway's image: the project's own build (tools/ocimage, as make image runs it), an
 	// OCI layout of the binary under test, amd64 only.
@@ -185,7 +186,7 @@ func (n *node) loadImages() {
 		}
 	}
 	out, _ := n.ctr("images", "ls", "-q")
-	for _, want := range append([]string{pauseImage, busyboxImage, gatewayImage}, localImages()...) {
+	for _, want := range append([]string{pauseImage, busyboxImage, gatewayImage, mockImage}, localImages()...) {
 		if !strings.Contains(out, want) {
 			e.t.Fatalf("containerd lacks %s after the import; it has:\n%s", want, out)
 		}

@@ -32,7 +32,9 @@ import (
 //  5. The Helm chart's rendering of the same deployment, in a second pass: it runs, registers
 //     the driver, and a StatefulSet's volume goes through provision, attach, write, read back
 //     and deletion.
-//  6. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
+//  6. deploy/kubernetes/tap/component in front of a node driver (csi-test's mock driver):
+//     `csi-gateway tap` shows kubelet's calls of a pod's whole life on one of its volumes.
+//  7. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
 //     left on the machine.
 //
 // It runs with CSIGW_E2E_NODE=1 (make e2e-node), as root.
@@ -64,10 +66,11 @@ func TestKubeletNode(t *testing.T) {
 	var rendered string
 	phase("deploy/kubernetes/bridge running, driver registered", func() { rendered = n.deployBridge(k, app) })
 	phase("statefulset: the whole life, gateways killed", func() { n.testStatefulSet(k, app, true) })
-	phase("deploy/kubernetes/bridge deleted", func() { n.deleteDeployment(k, rendered) })
+	phase("deploy/kubernetes/bridge deleted", func() { n.deleteDeployment(k, rendered, "csi-gateway") })
 	phase("helm chart (bridge) running, driver registered", func() { rendered = n.deployHelmBridge(k, app) })
 	phase("statefulset: provision, attach, write, read, delete", func() { n.testStatefulSet(k, app, false) })
-	phase("helm chart deleted", func() { n.deleteDeployment(k, rendered) })
+	phase("helm chart deleted", func() { n.deleteDeployment(k, rendered, "csi-gateway") })
+	phase("tap: a pod's life on a tapped driver in csi-gateway tap", func() { n.testTap(k) })
 	phase("node stopped, nothing left", func() {
 		n.stop()
 		n.checkNodeGone()
@@ -122,13 +125,21 @@ func (n *node) startAppliance() *nodeAppliance {
 	return &nodeAppliance{stack: s, url: "http://" + addr}
 }
 
-// mountTable is the node's view of its volume mounts and loop devices, for the transcript.
-func (n *node) mountTable() string {
-	return n.inNode(`echo "# mounts of loop devices and of CSI volumes under /var/lib/kubelet"; grep -E '^/dev/loop| /var/lib/kubelet/(pods/[^ ]*/volumes/kubernetes.io~csi|plugins/kubernetes.io/csi)/' /proc/self/mounts | cut -d' ' -f1-3; echo "# losetup -a"; losetup -a`)
+// mountTable is the node's view of its volume mounts and of the loop devices on the run's
+// appliance images (losetup -a lists every loop device of the machine, other tests' too),
+// for the transcript.
+func (n *node) mountTable(app *nodeAppliance) string {
+	return "# mounts of loop devices and of CSI volumes under /var/lib/kubelet\n" + n.loopMounts() +
+		"# losetup -a (this run's appliance images)\n" + n.inNode("losetup -a | grep -F "+app.dataDir+"/ || true")
 }
 
-func (n *node) logTranscript(what string) {
-	n.e.t.Logf("%s:\n%s", what, strings.TrimRight(n.mountTable(), "\n"))
+// loopMounts lists the node's mounts of loop devices and of CSI volumes.
+func (n *node) loopMounts() string {
+	return n.inNode(`grep -E '^/dev/loop| /var/lib/kubelet/(pods/[^ ]*/volumes/kubernetes.io~csi|plugins/kubernetes.io/csi)/' /proc/self/mounts | cut -d' ' -f1-3`)
+}
+
+func (n *node) logTranscript(what string, app *nodeAppliance) {
+	n.e.t.Logf("%s:\n%s", what, strings.TrimRight(n.mountTable(app), "\n"))
 }
 
 // startSnapshotController installs the VolumeSnapshot CRDs and runs external-snapshotter's

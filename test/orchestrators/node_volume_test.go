@@ -25,7 +25,7 @@ func (n *node) testStatefulSet(k *kube, app *nodeAppliance, full bool) {
 	e := n.e
 	start := time.Now()
 	step := func(what string) { e.t.Logf("  %-46s %s", what, time.Since(start).Round(100*time.Millisecond)) }
-	n.logTranscript("before the StatefulSet: the node's mount table")
+	n.logTranscript("before the StatefulSet: the node's mount table", app)
 
 	k.kubectl([]byte(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -105,7 +105,7 @@ spec:
 	if len(loops) != 1 {
 		e.t.Errorf("the volume's image %s is on %d loop devices (%v), want 1", app.image(vol.ID), len(loops), loops)
 	}
-	table := n.mountTable()
+	table := n.mountTable(app)
 	for _, l := range loops {
 		if !strings.Contains(table, l+" /var/lib/kubelet/plugins/kubernetes.io/csi/") || !strings.Contains(table, l+" /var/lib/kubelet/pods/") {
 			e.t.Errorf("the node does not show %s staged under plugins/kubernetes.io/csi and published under pods/", l)
@@ -149,9 +149,12 @@ spec:
 	if l := app.loopDevices(vol.ID); len(l) != 0 {
 		e.t.Errorf("loop devices left on the volume's image: %v", l)
 	}
-	after := n.mountTable()
+	if m := n.loopMounts(); strings.TrimSpace(m) != "" {
+		e.t.Errorf("mounts left on the node:\n%s", m)
+	}
+	after := n.mountTable(app)
 	if strings.Contains(after, "/dev/loop") {
-		e.t.Errorf("mounts of loop devices left on the node:\n%s", after)
+		e.t.Errorf("loop devices left on the run's appliance images:\n%s", after)
 	}
 	e.t.Logf("after the deletion: the node's mount table\n%s", strings.TrimRight(after, "\n"))
 }
