@@ -239,14 +239,15 @@ $(TOOLS)/cyclonedx-gomod: tools/go.mod tools/go.sum
 
 # deploy/ and the end-to-end run against real orchestrators (test/orchestrators, its own
 # module). The orchestrators (etcd, kube-apiserver, kube-controller-manager, csi-provisioner,
-# csi-attacher, Nomad, Helm) are built from the Go module proxy at pinned versions, once, into
-# E2E_CACHE, and reused by later runs.
+# csi-attacher, Nomad, Helm, and E2E_NODE_COMPONENTS for the kubelet node) are built from the
+# Go module proxy at pinned versions (or from ../shared's source archives, the sidecars it does
+# not serve), once, into E2E_CACHE, and reused by later runs.
 E2E_CACHE   ?= $(HOME)/.cache/csi-gateway-e2e
 E2E_FLAGS   ?=
 E2E_COMPONENTS := CSIGW_E2E_CACHE=$(E2E_CACHE) test/orchestrators/build-components.sh
 HELM_CHART  := deploy/helm/csi-gateway
 
-.PHONY: e2e deploy-lint
+.PHONY: e2e e2e-node deploy-lint
 
 # deploy-lint's schemas: the OpenAPI document of Kubernetes 1.31 from the Go module cache, and
 # the CRDs of cert-manager and the Prometheus Operator (build-components.sh copies them from
@@ -256,9 +257,23 @@ K8S_OPENAPI_MODULE   := k8s.io/kubernetes@v1.31.4
 moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
 
 # The test builds its own csi-gateway binary from this tree (bin/ is left alone).
-e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars and a Nomad agent driving the gateway (root; first run builds them)
-	@start=$$(date +%s); $(E2E_COMPONENTS); echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
-	cd test/orchestrators && CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 30m $(E2E_FLAGS) ./...
+e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars, a Nomad agent and a real kubelet node driving the gateway (root; first run builds them)
+	@start=$$(date +%s); $(E2E_COMPONENTS) && $(E2E_NODE_PREP) || exit 1; echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
+	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 40m $(E2E_FLAGS) ./...
+
+# make e2e-node: only TestKubeletNode (make e2e runs it after TestOrchestrators), the real
+# kubelet node (test/orchestrators/node_test.go):
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet, containerd and
+# runc (Debian packages, installed by install-node-packages.sh as root), a CNI bridge, all
+# inside network and mount namespaces the test creates, running deploy/kubernetes/bridge and
+# the Helm chart with images built here (no registry).
+E2E_NODE_COMPONENTS := kube-scheduler kubelet csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar mock-driver
+E2E_NODE_PREP       := test/orchestrators/install-node-packages.sh && $(E2E_COMPONENTS) $(E2E_NODE_COMPONENTS)
+e2e-node: ## only the real kubelet node of make e2e: deploy/kubernetes/bridge and the Helm chart running a StatefulSet's volume (root)
+	@if [ "$$(id -u)" != 0 ]; then echo "e2e-node: skipped: it needs root (network and mount namespaces, containerd, loop devices)"; exit 0; fi; \
+	start=$$(date +%s); $(E2E_COMPONENTS) etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher helm && $(E2E_NODE_PREP) || exit 1; \
+	echo "e2e-node: packages and components ready in $$(( $$(date +%s) - start ))s"
+	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 20m -run '^TestKubeletNode$$' $(E2E_FLAGS) .
 
 $(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)
 	cd tools && $(GO) build -o $@ ./deploylint

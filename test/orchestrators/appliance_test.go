@@ -120,6 +120,25 @@ func (s *stack) volumes() map[string]applianceVolume {
 	return out
 }
 
+// snapshotCount is the number of snapshots in the appliance's state file.
+func (s *stack) snapshotCount() int {
+	s.e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dataDir, "state.json"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		s.e.t.Fatal(err)
+	}
+	var st struct {
+		Snapshots map[string]json.RawMessage `json:"snapshots"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		s.e.t.Fatalf("state.json: %v", err)
+	}
+	return len(st.Snapshots)
+}
+
 // image is the path of a volume's image file.
 func (s *stack) image(id string) string { return filepath.Join(s.dataDir, "volumes", id+".img") }
 

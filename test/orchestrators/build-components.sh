@@ -8,7 +8,9 @@
 #   build-components.sh [NAME...]     NAME: etcd etcd-ledger kube-apiserver
 #                                     kube-controller-manager csi-provisioner csi-attacher
 #                                     nomad helm cert-manager-crds prometheus-operator-crds
-#                                     mock-driver v0-mock-driver v0-sanity
+#                                     mock-driver v0-mock-driver v0-sanity kube-scheduler kubelet
+#                                     node-driver-registrar livenessprobe csi-resizer
+#                                     csi-snapshotter snapshot-controller snapshot-crds
 #                                     (default: all)
 #   build-components.sh --path NAME   where NAME's binary (or directory) is
 #
@@ -33,7 +35,16 @@ MOCK_DRIVER_VERSION=v4.1.0  # csi-test's mock CSI driver, for the tap's sanity t
 # csi-test v0.3.5 (CSI v0: its mock driver and its sanity suite, for make test's v0 tests): the
 # module proxy does not serve it, so it is built from its source on the shelf.
 CSI_TEST_V0_VERSION=v0.3.5
-CSI_TEST_V0_SRC=${CSIGW_CSI_TEST_V0_SRC:-/work/shared/data/csi-test-$CSI_TEST_V0_VERSION}
+CSI_TEST_V0_SRC=${CSIGW_CSI_TEST_V0_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/csi-test-$CSI_TEST_V0_VERSION}
+
+# The kubernetes-csi sidecars the module proxy does not serve (403 for every version): built
+# with -mod=vendor from `git archive` tarballs of upstream (with vendor/) in KUBERNETES_CSI_SRC,
+# by default ../shared/data/kubernetes-csi next to the repository; named by upstream commit.
+KUBERNETES_CSI_SRC=${KUBERNETES_CSI_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/kubernetes-csi}
+REGISTRAR_VERSION=3482d444   # node-driver-registrar, after v2.17.0
+LIVENESSPROBE_VERSION=e60f18af # livenessprobe, after v2.19.0
+RESIZER_VERSION=beef24d8       # external-resizer
+SNAPSHOTTER_VERSION=v8.4.0     # csi-snapshotter and snapshot-controller (external-snapshotter/v8)
 
 mkdir -p "$CACHE/bin" "$CACHE/src"
 export GOFLAGS=-mod=mod
@@ -76,7 +87,7 @@ build_etcd() { # build_etcd VERSION
 # replaces each with its published v0.X.Y instead.
 k8s_module() {
   local dir=$CACHE/src/kubernetes-$K8S_VERSION
-  if [[ ! -f $dir/.ready ]]; then
+  if [[ ! -f $dir/go.mod ]]; then
     mkdir -p "$dir"
     local gomod minor=${K8S_VERSION#v1.}
     gomod=$(modinfo k8s.io/kubernetes "$K8S_VERSION" GoMod)
@@ -84,7 +95,14 @@ k8s_module() {
       printf 'module kubernetesbuild\n\ngo 1.23\n\nrequire k8s.io/kubernetes %s\n\n' "$K8S_VERSION"
       grep '=> ./staging' "$gomod" | awk -v v="v0.$minor" '{print "replace " $1 " => " $1 " " v}'
     } >"$dir/go.mod"
-    printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' >"$dir/tools.go"
+  fi
+  # Every command built from it; a cache made before kubelet and kube-scheduler were added is
+  # tidied again.
+  local tools
+  tools=$(printf '//go:build tools\n\npackage tools\n\nimport (\n'; for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' $c; done; printf ')')
+  if [[ ! -f $dir/.ready || "$(cat "$dir/tools.go")" != "$tools" ]]; then
+    rm -f "$dir/.ready"
+    echo "$tools" >"$dir/tools.go"
     (cd "$dir" && $NICE $GO mod tidy >/dev/null) && touch "$dir/.ready"
   fi
   echo "$dir"
@@ -95,7 +113,7 @@ k8s_ldflags() {
   echo "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 }
 
-build_k8s() { # build_k8s kube-apiserver|kube-controller-manager
+build_k8s() { # build_k8s kube-apiserver|kube-controller-manager|kube-scheduler|kubelet
   local out=$CACHE/bin/$1-$K8S_VERSION dir
   [[ -x $out ]] && return
   dir=$(k8s_module)
@@ -161,6 +179,37 @@ build_csi_test_v0() { # build_csi_test_v0 NAME
   esac && mv "$out.tmp" "$out"
 }
 
+# build_snapshotter csi-snapshotter|snapshot-controller: the client module is nested in the
+# repository (replaced by ./client upstream) and not in the module zip: its release instead.
+build_snapshotter() {
+  local out=$CACHE/bin/$1-$SNAPSHOTTER_VERSION dir
+  [[ -x $out ]] && return
+  dir=$(scratch "$1" github.com/kubernetes-csi/external-snapshotter/v8 "$SNAPSHOTTER_VERSION")
+  sed -i "s#=> ./client\$#=> github.com/kubernetes-csi/external-snapshotter/client/v8 $SNAPSHOTTER_VERSION#" "$dir/go.mod"
+  (cd "$dir" && timed "$1" $SNAPSHOTTER_VERSION $NICE $GO build -trimpath -ldflags "-s -w" -o "$out.tmp" "github.com/kubernetes-csi/external-snapshotter/v8/cmd/$1") && mv "$out.tmp" "$out"
+}
+
+# build_vendored NAME VERSION ARCHIVE PACKAGE: from a source archive in KUBERNETES_CSI_SRC.
+build_vendored() {
+  local out=$CACHE/bin/$1-$2 dir=$CACHE/src/$1-$2 archive=$KUBERNETES_CSI_SRC/$3
+  [[ -x $out ]] && return
+  [[ -f $archive ]] || { echo "build-components.sh: $1 needs its source archive $archive (the module proxy does not serve it)" >&2; return 1; }
+  rm -rf "$dir" && mkdir -p "$dir"
+  tar -xzf "$archive" -C "$dir" --strip-components=1
+  (cd "$dir" && GOFLAGS=-mod=vendor timed "$1" "$2" $NICE $GO build -trimpath -ldflags "-s -w -X main.version=$2" -o "$out.tmp" "$4") && mv "$out.tmp" "$out"
+}
+
+# The VolumeSnapshot CRDs of external-snapshotter's client module, as it ships them.
+build_snapshot_crds() {
+  local out=$CACHE/crds/external-snapshotter-$SNAPSHOTTER_VERSION dir
+  [[ -f $out/.ready ]] && return
+  dir=$(modinfo github.com/kubernetes-csi/external-snapshotter/client/v8 "$SNAPSHOTTER_VERSION" Dir)
+  mkdir -p "$out"
+  cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$out/"
+  chmod u+w "$out"/*.yaml
+  touch "$out/.ready"
+}
+
 # cert-manager's CRDs as plain manifests: the module's deploy/crds sources carry Helm
 # markers, in comments and in the label values, which are dropped.
 build_cert_manager_crds() {
@@ -191,7 +240,7 @@ build() {
   case $1 in
   etcd) build_etcd $ETCD_VERSION ;;
   etcd-ledger) build_etcd $ETCD_LEDGER_VERSION ;;
-  kube-apiserver | kube-controller-manager) build_k8s "$1" ;;
+  kube-apiserver | kube-controller-manager | kube-scheduler | kubelet) build_k8s "$1" ;;
   csi-provisioner) build_copy csi-provisioner github.com/kubernetes-csi/external-provisioner/v5 $PROVISIONER_VERSION github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner ;;
   csi-attacher) build_copy csi-attacher github.com/kubernetes-csi/external-attacher/v4 $ATTACHER_VERSION github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher ;;
   nomad) build_nomad ;;
@@ -200,6 +249,11 @@ build() {
   helm) build_copy helm helm.sh/helm/v3 $HELM_VERSION helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
   mock-driver) build_mock_driver ;;
   v0-mock-driver | v0-sanity) build_csi_test_v0 "$1" ;;
+  node-driver-registrar) build_vendored node-driver-registrar $REGISTRAR_VERSION node-driver-registrar.tar.gz ./cmd/csi-node-driver-registrar ;;
+  livenessprobe) build_vendored livenessprobe $LIVENESSPROBE_VERSION livenessprobe.tar.gz ./cmd/livenessprobe ;;
+  csi-resizer) build_vendored csi-resizer $RESIZER_VERSION external-resizer.tar.gz ./cmd/csi-resizer ;;
+  csi-snapshotter | snapshot-controller) build_snapshotter "$1" ;;
+  snapshot-crds) build_snapshot_crds ;;
   *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
   esac
 }
@@ -209,13 +263,18 @@ path() {
   case $1 in
   etcd) echo "$CACHE/bin/etcd-$ETCD_VERSION" ;;
   etcd-ledger) echo "$CACHE/bin/etcd-$ETCD_LEDGER_VERSION" ;;
-  kube-apiserver | kube-controller-manager) echo "$CACHE/bin/$1-$K8S_VERSION" ;;
+  kube-apiserver | kube-controller-manager | kube-scheduler | kubelet) echo "$CACHE/bin/$1-$K8S_VERSION" ;;
   csi-provisioner) echo "$CACHE/bin/csi-provisioner-$PROVISIONER_VERSION" ;;
   csi-attacher) echo "$CACHE/bin/csi-attacher-$ATTACHER_VERSION" ;;
   nomad) echo "$CACHE/bin/nomad-$NOMAD_VERSION" ;;
   helm) echo "$CACHE/bin/helm-$HELM_VERSION" ;;
   mock-driver) echo "$CACHE/bin/mock-driver-$MOCK_DRIVER_VERSION" ;;
   v0-mock-driver | v0-sanity) echo "$CACHE/bin/$1-$CSI_TEST_V0_VERSION" ;;
+  node-driver-registrar) echo "$CACHE/bin/node-driver-registrar-$REGISTRAR_VERSION" ;;
+  livenessprobe) echo "$CACHE/bin/livenessprobe-$LIVENESSPROBE_VERSION" ;;
+  csi-resizer) echo "$CACHE/bin/csi-resizer-$RESIZER_VERSION" ;;
+  csi-snapshotter | snapshot-controller) echo "$CACHE/bin/$1-$SNAPSHOTTER_VERSION" ;;
+  snapshot-crds) echo "$CACHE/crds/external-snapshotter-$SNAPSHOTTER_VERSION" ;;
   cert-manager-crds) echo "$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION" ;;
   prometheus-operator-crds) echo "$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" ;;
   esac

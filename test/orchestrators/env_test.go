@@ -30,8 +30,23 @@ type env struct {
 	repo    string // the csi-gateway repository
 	gateway string // the csi-gateway binary under test
 
+	// inside, when set, is the command prefix that runs a command in the test node's network
+	// and mount namespaces (nsenter; node_host_test.go): every process start and try run
+	// there.
+	inside []string
+
 	mu    sync.Mutex
 	procs []*proc
+	undo  []func() // run first by cleanup, newest first (the node's teardown)
+}
+
+// command is name with args, run inside the node's namespaces when e.inside is set.
+func (e *env) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if len(e.inside) > 0 {
+		args = append(append(slices.Clone(e.inside[1:]), name), args...)
+		name = e.inside[0]
+	}
+	return exec.CommandContext(ctx, name, args...)
 }
 
 // newEnv makes the work directory and registers the clean-up that stops every process this
@@ -117,7 +132,7 @@ func (e *env) run(dir string, stdin []byte, name string, args ...string) string 
 func (e *env) try(dir string, stdin []byte, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := e.command(ctx, name, args...)
 	cmd.Dir = dir
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
@@ -147,7 +162,7 @@ func (e *env) start(name string, envv []string, bin string, args ...string) *pro
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := e.command(context.Background(), bin, args...)
 	cmd.Dir = e.work
 	cmd.Env = append(os.Environ(), envv...)
 	cmd.Stdout, cmd.Stderr = f, f
@@ -252,8 +267,11 @@ func (e *env) write(rel, content string) string {
 // backed by files in it.
 func (e *env) cleanup() {
 	e.mu.Lock()
-	procs := slices.Clone(e.procs)
+	procs, undo := slices.Clone(e.procs), slices.Clone(e.undo)
 	e.mu.Unlock()
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop(15 * time.Second)
 	}

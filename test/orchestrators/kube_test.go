@@ -35,6 +35,20 @@ type kube struct {
 
 func (e *env) startKube() *kube {
 	e.t.Helper()
+	return e.startKubeWith(kubeOptions{
+		controllers: "persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
+	})
+}
+
+// kubeOptions are what a control plane for a real node (node_test.go) adds to the default.
+type kubeOptions struct {
+	controllers   string   // kube-controller-manager's --controllers
+	apiserverArgs []string // more flags of kube-apiserver
+	kcmArgs       []string // more flags of kube-controller-manager
+}
+
+func (e *env) startKubeWith(o kubeOptions) *kube {
+	e.t.Helper()
 	k := &kube{e: e, dir: filepath.Join(e.work, "kube")}
 	pki := filepath.Join(k.dir, "pki")
 	if err := os.MkdirAll(pki, 0o700); err != nil {
@@ -56,15 +70,15 @@ func (e *env) startKube() *kube {
 
 	port := e.freePort()
 	k.server = fmt.Sprintf("https://127.0.0.1:%d", port)
-	apiserver := e.start("kube-apiserver", nil, e.component("kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+	apiserver := e.start("kube-apiserver", nil, e.component("kube-apiserver"), append([]string{
+		"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(pki, "apiserver.key"),
-		"--client-ca-file="+filepath.Join(pki, "ca.crt"),
-		"--service-account-key-file="+filepath.Join(pki, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
+		"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file=" + filepath.Join(pki, "apiserver.key"),
+		"--client-ca-file=" + filepath.Join(pki, "ca.crt"),
+		"--service-account-key-file=" + filepath.Join(pki, "sa.pub"), "--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=Node,RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true", "--enable-priority-and-fairness=false",
-		"--endpoint-reconciler-type=none")
+		"--endpoint-reconciler-type=none"}, o.apiserverArgs...)...)
 
 	k.kubeconfig = k.writeKubeconfig("admin", fmt.Sprintf("client-certificate: %s\nclient-key: %s",
 		filepath.Join(pki, "admin.crt"), filepath.Join(pki, "admin.key")))
@@ -77,11 +91,10 @@ func (e *env) startKube() *kube {
 		out, err := k.try(nil, "get", "--raw", "/readyz")
 		return err == nil && strings.TrimSpace(out) == "ok", out
 	})
-	e.start("kube-controller-manager", nil, e.component("kube-controller-manager"),
-		"--kubeconfig="+k.kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", e.freePort()),
-		"--controllers=persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
-		"--use-service-account-credentials=false")
+	e.start("kube-controller-manager", nil, e.component("kube-controller-manager"), append([]string{
+		"--kubeconfig=" + k.kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", e.freePort()), "--controllers=" + o.controllers,
+		"--use-service-account-credentials=false"}, o.kcmArgs...)...)
 	return k
 }
 
