@@ -67,7 +67,13 @@ func findLeftovers(h host, s snapshot, m machine) []string {
 			netnsBefore[p.netns] = true // once per namespace
 		}
 	}
-	lines = appendNew(lines, s.Mounts, m.mounts, mount.key)
+	mountsBefore := set(s.Mounts)
+	for _, x := range m.mounts {
+		// A namespace's bind mount (ip netns add) goes with the namespace.
+		if !mountsBefore[x.key()] && (x.fstype != "nsfs" || !heldOnlyByOthers(x.root, m.processes, oursNetns)) {
+			lines = append(lines, x.String())
+		}
+	}
 	lines = appendNew(lines, s.Loops, m.loops, loop.key)
 	names := set(s.NetnsName)
 	for _, n := range m.netnsName {
@@ -113,7 +119,7 @@ func ancestors(pid int, ps []process) map[int]bool {
 	return out
 }
 
-// heldOnlyByOthers: some process is in the namespace and none of them is the run's.
+// heldOnlyByOthers: some process is in the namespace (net:[INODE]) and none of them is the run's.
 func heldOnlyByOthers(netns string, ps []process, oursNetns map[string]bool) bool {
 	if netns == "" || oursNetns[netns] {
 		return false

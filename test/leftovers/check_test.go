@@ -88,14 +88,17 @@ func TestFindLeftovers(t *testing.T) {
 			want: []string{"loop /dev/loop0 backing /tmp/TestNode1/001/vol.img"},
 		},
 		{
-			name:   "network namespaces by name: not one only others' processes are in",
+			name:   "network namespaces by name and their mounts: not one only others' processes are in",
 			before: func(f fixture) { f.write("run/netns/old", "") },
 			after: func(f fixture) {
 				f.write("run/netns/csigw-node-1", "")
 				f.write("run/netns/theirs", "")
 				f.process(fixtureProcess{pid: 103, ppid: 1, start: 900, args: "kubelet", cwd: "/work/other", netns: f.inode("run/netns/theirs")})
+				f.write("proc/self/mountinfo", "22 1 0:21 / / rw - ext4 /dev/vda rw\n"+
+					"401 22 0:4 net:[4026532001] /run/netns/csigw-node-1 rw - nsfs nsfs rw\n"+
+					"402 22 0:4 "+f.inode("run/netns/theirs")+" /run/netns/theirs rw - nsfs nsfs rw\n")
 			},
-			want: []string{"netns csigw-node-1 (/run/netns/csigw-node-1)"},
+			want: []string{"mount /run/netns/csigw-node-1 (nsfs nsfs, root net:[4026532001])", "netns csigw-node-1 (/run/netns/csigw-node-1)"},
 		},
 		{
 			name:   "cgroups: the topmost added; not one that holds only others' processes",
