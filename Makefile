@@ -29,6 +29,21 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 PROTOC_GEN_GO      := $(CURDIR)/.tools/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
 PROTOC_GEN_GO_GRPC := $(CURDIR)/.tools/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
 
+# The leftovers check (test/leftovers): make test and make e2e snapshot the machine's processes,
+# mounts, loop devices, network namespaces, cgroups and network links before their tests and fail
+# when the run left any of them behind, after a grace of 10 s (also when the tests failed: then
+# both are reported). Every process the run starts carries CSIGW_LEFTOVERS_RUN (a sub-make keeps
+# the parent's): that, or a working directory or executable under the checkout, is how the check
+# tells the run's processes from other jobs'. LEFTOVERS_IGNORE: a regular expression of report
+# lines not to count, for what another job on the same machine adds.
+LEFTOVERS        := $(TOOLS)/leftovers
+LEFTOVERS_IGNORE ?=
+LEFTOVERS_SNAPSHOT = $(RUN_DIR)/leftovers-$@.json
+LEFTOVERS_CHECK    = $(LEFTOVERS) check $(if $(LEFTOVERS_IGNORE),-ignore '$(LEFTOVERS_IGNORE)') $(LEFTOVERS_SNAPSHOT)
+ifndef CSIGW_LEFTOVERS_RUN
+export CSIGW_LEFTOVERS_RUN := $(shell date +%s%N)
+endif
+
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
 FUZZ_TARGETS := ./backends/embedded:FuzzDecodeToken ./backends/embedded:FuzzParseMountFlags \
@@ -74,13 +89,19 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 # likewise, from its source on the shelf, outside this module: its csi.v0 types never meet
 # internal/csiv0's in one binary. protoc and the pinned plugins let internal/csiv0's test
 # check that the committed generated code is current.
-test: test-deps lint protoc-if-root $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd; protoc), then a short fuzz run
+test: test-deps lint protoc-if-root $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(LEFTOVERS) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd; protoc), then a short fuzz run; fail if they leave anything behind
 	@$(E2E_COMPONENTS) etcd-ledger mock-driver v0-mock-driver v0-sanity
+	@mkdir -p $(RUN_DIR) && $(LEFTOVERS) snapshot $(LEFTOVERS_SNAPSHOT)
 	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) \
 		CSIGW_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path mock-driver) \
 		CSIGW_V0_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path v0-mock-driver) CSIGW_V0_SANITY=$$($(E2E_COMPONENTS) --path v0-sanity) \
-		CSIGW_PROTOC_GEN_GO=$(PROTOC_GEN_GO) CSIGW_PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
-	@$(MAKE) --no-print-directory fuzz-short
+		CSIGW_PROTOC_GEN_GO=$(PROTOC_GEN_GO) CSIGW_PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./... \
+		|| { $(LEFTOVERS_CHECK); exit 1; }
+	@$(MAKE) --no-print-directory fuzz-short || { $(LEFTOVERS_CHECK); exit 1; }
+	@$(LEFTOVERS_CHECK)
+
+$(LEFTOVERS): $(wildcard test/leftovers/*.go)
+	$(GO) build -o $@ ./test/leftovers
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
@@ -257,9 +278,12 @@ K8S_OPENAPI_MODULE   := k8s.io/kubernetes@v1.31.4
 moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')
 
 # The test builds its own csi-gateway binary from this tree (bin/ is left alone).
-e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars, a Nomad agent and a real kubelet node driving the gateway (root; first run builds them)
+e2e: deploy-lint $(LEFTOVERS) ## deploy-lint, then a Kubernetes control plane + sidecars, a Nomad agent and a real kubelet node driving the gateway (root; first run builds them); fail if they leave anything behind
 	@start=$$(date +%s); $(E2E_COMPONENTS) && $(E2E_NODE_PREP) || exit 1; echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
-	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 40m $(E2E_FLAGS) ./...
+	@mkdir -p $(RUN_DIR) && $(LEFTOVERS) snapshot $(LEFTOVERS_SNAPSHOT)
+	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 40m $(E2E_FLAGS) ./... \
+		|| { $(LEFTOVERS_CHECK); exit 1; }
+	@$(LEFTOVERS_CHECK)
 
 # make e2e-node: only TestKubeletNode (make e2e runs it after TestOrchestrators), the real
 # kubelet node (test/orchestrators/node_test.go):
@@ -269,11 +293,14 @@ e2e: deploy-lint ## deploy-lint, then a Kubernetes control plane + sidecars, a N
 # the Helm chart with images built here (no registry).
 E2E_NODE_COMPONENTS := kube-scheduler kubelet csi-resizer csi-snapshotter snapshot-controller snapshot-crds node-driver-registrar mock-driver
 E2E_NODE_PREP       := test/orchestrators/install-node-packages.sh && $(E2E_COMPONENTS) $(E2E_NODE_COMPONENTS)
-e2e-node: ## only the real kubelet node of make e2e: deploy/kubernetes/bridge and the Helm chart running a StatefulSet's volume (root)
+e2e-node: $(LEFTOVERS) ## only the real kubelet node of make e2e: deploy/kubernetes/bridge and the Helm chart running a StatefulSet's volume (root); fail if it leaves anything behind
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-node: skipped: it needs root (network and mount namespaces, containerd, loop devices)"; exit 0; fi; \
 	start=$$(date +%s); $(E2E_COMPONENTS) etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher helm && $(E2E_NODE_PREP) || exit 1; \
 	echo "e2e-node: packages and components ready in $$(( $$(date +%s) - start ))s"
-	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 20m -run '^TestKubeletNode$$' $(E2E_FLAGS) .
+	@mkdir -p $(RUN_DIR) && $(LEFTOVERS) snapshot $(LEFTOVERS_SNAPSHOT)
+	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 20m -run '^TestKubeletNode$$' $(E2E_FLAGS) . \
+		|| { $(LEFTOVERS_CHECK); exit 1; }
+	@$(LEFTOVERS_CHECK)
 
 $(TOOLS)/deploylint: tools/go.mod tools/go.sum $(wildcard tools/deploylint/*.go)
 	cd tools && $(GO) build -o $@ ./deploylint
