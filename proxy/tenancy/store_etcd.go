@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -376,18 +378,31 @@ func (s *etcdStore) forget(ctx context.Context, kind Kind, backendID string) err
 	})
 }
 
-func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, admit func(usage) error) (*hold, error) {
+func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create string, admit func(usage) error) (*hold, error) {
 	s.deleteStale(ctx)
 	prefix := s.tenantPrefix(tenant)
 	var h *hold
 	err := s.update(ctx, func() (bool, error) {
-		lease, err := s.currentLease(ctx)
-		if err != nil {
-			return false, err
-		}
 		kvs, rev, err := s.readPrefix(ctx, prefix)
 		if err != nil {
 			return false, err
+		}
+		key, opts, adopted, lease := "", []clientv3.OpOption(nil), false, clientv3.LeaseID(0)
+		if create != "" {
+			// A create's hold, keyed by its name and bound to no lease: it outlives its
+			// replica, whose backend call may have created the volume, until a create of
+			// the name is recorded (or fails). A create of a name that has one takes it
+			// over rather than holding the room twice.
+			key = s.createHoldKey(tenant, create)
+			kvs = slices.DeleteFunc(kvs, func(kv *mvccpb.KeyValue) bool {
+				adopted = adopted || string(kv.Key) == key
+				return string(kv.Key) == key
+			})
+		} else {
+			if lease, err = s.currentLease(ctx); err != nil {
+				return false, err
+			}
+			key, opts = fmt.Sprintf("%sholds/%x-%d", prefix, int64(lease), s.seq.Add(1)), []clientv3.OpOption{clientv3.WithLease(lease)}
 		}
 		used, err := sumUsage(kvs)
 		if err != nil {
@@ -396,27 +411,48 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, admit f
 		if err := admit(used); err != nil {
 			return false, err
 		}
-		key := fmt.Sprintf("%sholds/%x-%d", prefix, int64(lease), s.seq.Add(1))
 		// No key under the tenant's prefix written since rev: no other hold, and no change of
 		// the recorded usage, came between the check and this hold.
 		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
-		ok, err := s.commit(ctx, []clientv3.Cmp{notSince}, clientv3.OpPut(key, encodeUsage(want), clientv3.WithLease(lease)))
+		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.client.Txn(tctx).If(notSince).Then(clientv3.OpPut(key, encodeUsage(want), opts...)).Commit()
+		cancel()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.dropLease(lease) // expired while this replica was cut off: take a new one
 			return false, nil
 		}
-		if ok {
-			h = &hold{tenant: tenant, key: key, usage: want}
+		if err != nil {
+			return false, s.fail(err)
 		}
-		return ok, err
+		if resp.Succeeded {
+			h = &hold{tenant: tenant, key: key, usage: want, rev: resp.Header.Revision, adopted: adopted}
+		}
+		return resp.Succeeded, nil
 	})
 	return h, err
 }
 
+// createHoldKey is where the hold of a create of the backend name is.
+func (s *etcdStore) createHoldKey(tenant, name string) string {
+	return s.tenantPrefix(tenant) + "creates/" + url.PathEscape(name)
+}
+
+// release deletes a hold whose call failed. A create's hold that took over an earlier
+// create's of the same name stays (that create's outcome is still unknown), and so does one
+// another create of the name has taken over since (its revision changed).
 func (s *etcdStore) release(h *hold) {
+	if h.adopted {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	if _, err := s.client.Delete(ctx, h.key); err != nil {
+	var err error
+	if h.rev != 0 && strings.Contains(h.key, "/creates/") {
+		_, err = s.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(h.key), "=", h.rev)).Then(clientv3.OpDelete(h.key)).Commit()
+	} else {
+		_, err = s.client.Delete(ctx, h.key)
+	}
+	if err != nil && !strings.Contains(h.key, "/creates/") {
 		s.mu.Lock()
 		s.stale = append(s.stale, h.key)
 		s.mu.Unlock()
