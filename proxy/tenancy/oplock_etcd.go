@@ -183,17 +183,36 @@ func (s *etcdStore) heldBy(op Operation, kvs []*mvccpb.KeyValue, rev int64) (*He
 	return heldBy(op, flights, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
 }
 
-// watchChange returns at the first change under prefix after rev, or when ctx ends.
+// watchChange returns at the first change under prefix after rev, or when ctx ends. A watch
+// says nothing while etcd has no quorum (a member notices it has no leader only after
+// several election timeouts, and only then ends a watch that requires one), so every
+// request timeout it also makes a quorum read: when that fails, so does the wait, naming
+// etcd, instead of lasting until the caller's deadline.
 func (s *etcdStore) watchChange(ctx context.Context, prefix string, rev int64) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-		if err := resp.Err(); err != nil {
-			return s.fail(err)
-		}
-		if len(resp.Events) > 0 {
-			return nil
+	changes := s.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	check := time.NewTicker(s.timeout)
+	defer check.Stop()
+	for {
+		select {
+		case resp, ok := <-changes:
+			if !ok {
+				return ctx.Err()
+			}
+			if err := resp.Err(); err != nil {
+				return s.fail(err)
+			}
+			if len(resp.Events) > 0 {
+				return nil
+			}
+		case <-check.C:
+			if err := s.ready(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return err
+			}
 		}
 	}
-	return ctx.Err()
 }

@@ -406,3 +406,45 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 	}
 	res.release()
 }
+
+// TestEtcdLockWaitSeesQuorumLost: an operation waiting for another replica's identical one
+// (watching its keys) when etcd loses its quorum answers UNAVAILABLE naming etcd within a
+// few request timeouts, though its caller set no deadline: a watch alone says nothing while
+// etcd has no leader. (The chaos test's waiters ran into their callers' deadlines.)
+func TestEtcdLockWaitSeesQuorumLost(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	const timeout = time.Second
+	open := func() *Ledger {
+		return openEtcdLedger(t, cluster, "/wait/", nil, func(c *EtcdConfig) { c.RequestTimeout = timeout })
+	}
+	holder, waiter := open(), open()
+	var seen observed
+	waiter.Observe(&seen)
+	inFlight := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Hour))
+	lockOrFail(t, holder, inFlight)
+	answer := make(chan error, 1)
+	go func() {
+		_, _, err := waiter.LockOperation(context.Background(), inFlight)
+		answer <- err
+	}()
+	for requests, _ := seen.counts(); requests["Txn"] == 0; requests, _ = seen.counts() {
+		time.Sleep(10 * time.Millisecond) // until its lock was refused: it waits
+	}
+	time.Sleep(timeout / 2) // its watch is established
+	cluster.Stop(1)
+	cluster.Stop(2)
+	lost := time.Now()
+	select {
+	case err := <-answer:
+		// Its watch says nothing until etcd ends it (several election timeouts: 7 s here);
+		// a quorum read every request timeout fails within two.
+		if took := time.Since(lost); took > 5*timeout {
+			t.Errorf("the waiting operation answered %s after etcd lost its quorum; want within a few request timeouts (%s)", took.Round(time.Millisecond), timeout)
+		}
+		if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
+			t.Errorf("the waiting operation without quorum: %v %q; want UNAVAILABLE naming etcd", st.Code(), st.Message())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the waiting operation has not answered 30 s after etcd lost its quorum (request timeout %s)", timeout)
+	}
+}
