@@ -175,9 +175,24 @@ func (s *etcdStore) fail(err error) error {
 	return fmt.Errorf("etcd at %s: %w", s.where, err)
 }
 
+// requestMargin is what a request to etcd leaves of its caller's deadline: a step that etcd
+// does not answer fails (UNAVAILABLE, naming etcd) while the caller still waits for its
+// answer, rather than at the deadline itself, where the caller sees only DEADLINE_EXCEEDED.
+const requestMargin = 250 * time.Millisecond
+
+// requestContext bounds one request to etcd: the request timeout, or what is left of ctx's
+// deadline less requestMargin, whichever ends first.
+func (s *etcdStore) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := s.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl)-requestMargin)
+	}
+	return context.WithTimeout(ctx, max(timeout, 0))
+}
+
 // ready makes a linearizable read, which needs a leader and a quorum's answer.
 func (s *etcdStore) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	if _, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly()); err != nil {
 		return s.fail(err)
@@ -187,7 +202,7 @@ func (s *etcdStore) ready(ctx context.Context) error {
 
 // read gets keys at one revision; kvs[i] is nil for a key that does not exist.
 func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.KeyValue, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
@@ -208,7 +223,7 @@ func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.Key
 
 // readPrefix gets every key under prefix and the revision it read them at.
 func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyValue, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
@@ -219,7 +234,7 @@ func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.Ke
 
 // commit runs ops if every compare holds, and reports whether they did.
 func (s *etcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
@@ -414,7 +429,7 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 		// No key under the tenant's prefix written since rev: no other hold, and no change of
 		// the recorded usage, came between the check and this hold.
 		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
-		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		tctx, cancel := s.requestContext(ctx)
 		resp, err := s.client.Txn(tctx).If(notSince).Then(clientv3.OpPut(key, encodeUsage(want), opts...)).Commit()
 		cancel()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -488,7 +503,7 @@ func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) 
 	if s.lease != 0 {
 		return s.lease, nil
 	}
-	gctx, cancel := context.WithTimeout(ctx, s.timeout)
+	gctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Grant(gctx, int64((max(time.Second, s.ttl)+time.Second-1)/time.Second)) // whole seconds, rounded up
 	if err != nil {
@@ -564,7 +579,7 @@ func (s *etcdStore) each(ctx context.Context, fn func(Kind, string, Record) erro
 	end := clientv3.GetPrefixRangeEnd(objects)
 	from, rev := objects, int64(0)
 	for {
-		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		rctx, cancel := s.requestContext(ctx)
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(eachPage), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))

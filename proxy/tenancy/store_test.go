@@ -448,3 +448,61 @@ func TestEtcdLockWaitSeesQuorumLost(t *testing.T) {
 		t.Fatalf("the waiting operation has not answered 30 s after etcd lost its quorum (request timeout %s)", timeout)
 	}
 }
+
+// TestEtcdStepsAnswerBeforeTheirDeadline: without quorum, a ledger step whose caller's
+// deadline comes before the request timeout answers UNAVAILABLE naming etcd before that
+// deadline (requestMargin), not at it, where the caller would see only DEADLINE_EXCEEDED.
+func TestEtcdStepsAnswerBeforeTheirDeadline(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	l := openEtcdLedger(t, cluster, "/margin/", map[string]Quota{"blue": {MaxVolumes: 10}},
+		func(c *EtcdConfig) { c.RequestTimeout = 10 * time.Second })
+	if err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1"}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Stop(1)
+	cluster.Stop(2)
+	steps := map[string]func(ctx context.Context) error{
+		"Lookup":  func(ctx context.Context) error { _, _, err := l.Lookup(ctx, Volume, "vol-1"); return ledgerError(err) },
+		"reserve": func(ctx context.Context) error { _, err := l.reserve(ctx, "blue", 1, 0, "blue.pvc-2"); return err },
+		"LockOperation": func(ctx context.Context) error {
+			_, _, err := l.LockOperation(ctx, lockOf("blue/volume:vol-1", "DeleteVolume", "", time.Now().Add(time.Minute)))
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	for name, step := range steps {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := step(ctx)
+			if ctx.Err() != nil {
+				t.Errorf("%s without quorum answered at or after its caller's deadline: %v", name, err)
+			}
+			if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
+				t.Errorf("%s without quorum: %v %q; want UNAVAILABLE naming etcd", name, st.Code(), st.Message())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestEtcdUnlockKeepsItsCallsDeadline: giving a lock back while etcd has no quorum does not
+// hold the operation's call past its deadline (the delete goes on without it, and the keys
+// are deleted later): the call's answer, ready, reaches its caller.
+func TestEtcdUnlockKeepsItsCallsDeadline(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	l := openEtcdLedger(t, cluster, "/unlock/", nil, func(c *EtcdConfig) { c.RequestTimeout = 10 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	unlock, _, err := l.LockOperation(ctx, lockOf("blue/volume:vol-1", "DeleteVolume", "", dl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Stop(1)
+	cluster.Stop(2)
+	unlock()
+	if ctx.Err() != nil {
+		t.Errorf("unlocking without quorum returned %s after its call's deadline", time.Since(dl).Round(time.Millisecond))
+	}
+}

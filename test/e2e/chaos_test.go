@@ -77,8 +77,9 @@ func TestChaosEtcdQuorumLostUnderLoad(t *testing.T) {
 		case c.code == codes.Unavailable && !strings.Contains(c.message, "etcd"):
 			t.Errorf("%s UNAVAILABLE without naming etcd: %q", c.method, c.message)
 		case c.code == codes.DeadlineExceeded:
-			// Known, not yet fixed: some calls caught by the loss are not answered
-			// UNAVAILABLE before their deadline. Counted in the report, not failed.
+			// Not yet fixed (reported): a call that joined a flight in its replica, or
+			// waits for another replica's identical operation, whose etcd steps took
+			// several request timeouts can reach its own deadline first. Counted.
 		case c.code != codes.Unavailable && !definitive(c.code) && c.code != codes.Aborted:
 			t.Errorf("%s answered %v %q; want OK (or another definitive answer) or UNAVAILABLE", c.method, c.code, c.message)
 		}
