@@ -143,8 +143,8 @@ func (s *etcdStore) revokeLater(id clientv3.LeaseID) {
 
 // unlock deletes an operation's keys; keys it cannot delete (etcd unreachable) are deleted
 // at the replica's next lock or hold ("holder" goes with the lease at the latest, "until" at
-// the deadline). The operation's call (ctx: its deadline) waits for it until requestMargin
-// before its deadline at the latest; the delete goes on without it, so that a call whose
+// the deadline). The operation's call (ctx: its deadline) waits for it until the margin
+// before its deadline at the latest (beforeDeadline); the delete goes on without it, so that a call whose
 // answer is ready is not held past its deadline by an etcd that does not answer.
 func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.LeaseID) {
 	done := make(chan struct{})
@@ -161,8 +161,8 @@ func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.Leas
 		s.revokeLater(until)
 	}()
 	var late <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok {
-		t := time.NewTimer(time.Until(dl) - requestMargin)
+	if d, ok := beforeDeadline(ctx); ok {
+		t := time.NewTimer(d)
 		defer t.Stop()
 		late = t.C
 	}

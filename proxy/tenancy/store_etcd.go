@@ -54,7 +54,8 @@ const (
 //	PREFIX objects/KIND/BACKEND-ID      a Record (JSON)
 //	PREFIX names/KIND/BACKEND-NAME      the backend ID
 //	PREFIX tenants/TENANT/usage         the tenant's recorded volumes and bytes
-//	PREFIX tenants/TENANT/holds/ID      a hold of a call in flight, bound to its replica's lease
+//	PREFIX tenants/TENANT/holds/ID      a hold of an expansion in flight, bound to its replica's lease
+//	PREFIX tenants/TENANT/creates/NAME  a hold of a create of the backend name NAME (escaped), bound to no lease
 //	PREFIX owned/TENANT/KIND/BACKEND-ID the index of the tenant's records (store_owned.go)
 //
 // (The operations in flight on each object, bound to the replicas' leases too, go under
@@ -64,8 +65,12 @@ const (
 // tenants/TENANT/ has changed since the usage the quota was checked against was read (a
 // compare on the prefix's mod revisions): two replicas checking the same usage cannot both
 // put a hold, whatever the interleaving, so holds never overshoot a quota. Turning a hold
-// into recorded usage (record) deletes the hold and raises the usage in one transaction. A
-// replica's holds carry its lease, so they vanish when it dies (within LeaseTTL) or closes.
+// into recorded usage (record) deletes the hold and raises the usage in one transaction. An
+// expansion's hold carries its replica's lease, so it vanishes when the replica dies (within
+// LeaseTTL) or closes. A create's hold does not: the backend call of a replica that died may
+// have created the volume, unrecorded, so the hold counts it until a create of the same name
+// takes the hold over (rather than holding the room twice) and records the volume, or fails
+// with an answer that says nothing was created.
 // (Deleting a key does not change the others' mod revisions; only a hold's release, its
 // lease's expiry and its turning into usage delete keys there, and none of them takes room.)
 type etcdStore struct {
@@ -175,17 +180,29 @@ func (s *etcdStore) fail(err error) error {
 	return fmt.Errorf("etcd at %s: %w", s.where, err)
 }
 
-// requestMargin is what a request to etcd leaves of its caller's deadline: a step that etcd
-// does not answer fails (UNAVAILABLE, naming etcd) while the caller still waits for its
-// answer, rather than at the deadline itself, where the caller sees only DEADLINE_EXCEEDED.
+// requestMargin is what a request to etcd leaves of its caller's deadline (a tenth of the
+// time left, when that is less): a step that etcd does not answer fails (UNAVAILABLE, naming
+// etcd) while the caller still waits for its answer, rather than at the deadline itself,
+// where the caller sees only DEADLINE_EXCEEDED.
 const requestMargin = 250 * time.Millisecond
 
+// beforeDeadline is how long a request to etcd (or a wait for one) may take within ctx's
+// deadline: what is left of it less the margin; ok is false when ctx has no deadline.
+func beforeDeadline(ctx context.Context) (d time.Duration, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left := time.Until(dl)
+	return left - min(requestMargin, left/10), true
+}
+
 // requestContext bounds one request to etcd: the request timeout, or what is left of ctx's
-// deadline less requestMargin, whichever ends first.
+// deadline less the margin, whichever ends first.
 func (s *etcdStore) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	timeout := s.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl)-requestMargin)
+	if d, ok := beforeDeadline(ctx); ok {
+		timeout = min(timeout, d)
 	}
 	return context.WithTimeout(ctx, max(timeout, 0))
 }
