@@ -22,6 +22,12 @@ H2SPEC    := $(CURDIR)/.tools/bin/h2spec
 # reflection with them (and the README's grpcurl recipe).
 GRPCURL      := $(CURDIR)/.tools/bin/grpcurl
 HEALTH_PROBE := $(CURDIR)/.tools/bin/grpc_health_probe
+# protoc's plugins for `make generate` (internal/csiv0), pinned, installed into .tools;
+# protoc-gen-go's version is go.mod's google.golang.org/protobuf.
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
+PROTOC_GEN_GO      := $(CURDIR)/.tools/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
+PROTOC_GEN_GO_GRPC := $(CURDIR)/.tools/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
 
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
 # a count of executions such as 1000000x); `make test` runs each for FUZZTIME_SHORT.
@@ -38,7 +44,7 @@ FUZZTIME_SHORT ?= 2000x
 # How long minimizing a new interesting input may take: a count too.
 FUZZMINIMIZE   ?= 200x
 
-.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean release release-binaries image licenses licenses-check
+.PHONY: help build run test test-deps fuzz fuzz-short bench lint fmt clean release release-binaries image licenses licenses-check generate protoc protoc-if-root
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -64,10 +70,16 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 # binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
 # processes of its own, which the tests kill like crashes, not under the race detector.
 # csi-test's mock driver (CSIGW_MOCK_DRIVER) is built the same way, for the tap's sanity test.
-test: test-deps lint $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd), then a short fuzz run
-	@$(E2E_COMPONENTS) etcd-ledger mock-driver
+# csi-test v0.3.5's v0 mock driver and v0 sanity binary (CSIGW_V0_MOCK_DRIVER, CSIGW_V0_SANITY)
+# likewise, from its source on the shelf, outside this module: its csi.v0 types never meet
+# internal/csiv0's in one binary. protoc and the pinned plugins let internal/csiv0's test
+# check that the committed generated code is current.
+test: test-deps lint protoc-if-root $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd; protoc), then a short fuzz run
+	@$(E2E_COMPONENTS) etcd-ledger mock-driver v0-mock-driver v0-sanity
 	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) \
-		CSIGW_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path mock-driver) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
+		CSIGW_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path mock-driver) \
+		CSIGW_V0_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path v0-mock-driver) CSIGW_V0_SANITY=$$($(E2E_COMPONENTS) --path v0-sanity) \
+		CSIGW_PROTOC_GEN_GO=$(PROTOC_GEN_GO) CSIGW_PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz-short
 
 fuzz: ## run every fuzz target for FUZZTIME (default 1m; e.g. FUZZTIME=1000000x)
@@ -130,6 +142,36 @@ lint: $(STATICCHECK) licenses-check ## gofmt check, go vet, staticcheck (pinned,
 
 $(STATICCHECK):
 	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# Generated code: internal/csiv0 (the CSI v0 spec's messages, descriptors and gRPC stubs) from
+# internal/csiv0/proto with Debian's protoc (protobuf-compiler, 3.21.12; installed as root when
+# missing) and the plugins pinned here, installed into .tools like staticcheck.
+# The versions and paths are set at the top (make test needs them too).
+
+generate: protoc $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) ## regenerate internal/csiv0 (CSI v0) with protoc and the pinned protoc-gen-go, protoc-gen-go-grpc
+	PROTOC_GEN_GO=$(PROTOC_GEN_GO) PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) internal/csiv0/generate.sh
+
+# install-protoc FAIL: installs Debian's protobuf-compiler when protoc is missing (root with
+# apt-get), or says what to install and exits with FAIL (1 for make generate; 0 for make test,
+# whose generated-code test then skips, saying so).
+install-protoc = if ! command -v protoc >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing protobuf-compiler (protoc)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libprotobuf-dev >/dev/null; \
+	  else echo "protoc is missing: install protoc 3.21.12 (Debian: apt-get install protobuf-compiler libprotobuf-dev) and put it on PATH"; exit $(1); fi; \
+	fi
+
+protoc:
+	@$(call install-protoc,1)
+
+protoc-if-root:
+	@$(call install-protoc,0)
+
+$(PROTOC_GEN_GO):
+	GOBIN=$(dir $@) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+$(PROTOC_GEN_GO_GRPC):
+	GOBIN=$(dir $@) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
 # THIRD_PARTY_NOTICES: every module linked into the binary (on RELEASE_PLATFORMS), its licence
 # (only licences compatible with Apache-2.0 pass) and text. `make licenses` rewrites it after a

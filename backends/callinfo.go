@@ -3,6 +3,8 @@ package backends
 import (
 	"context"
 	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
 )
 
 // CallInfo is what a backend and the gateway share about one call: the backend reports its
@@ -11,6 +13,32 @@ import (
 type CallInfo struct {
 	attempts atomic.Int32
 	scrubber Scrubber // set before the backend is called; nil: scrub nothing
+	answered atomic.Pointer[Answered]
+}
+
+// Answered is a failure the backend's driver answered that the backend itself turned into
+// the call's success (backends/translate: a v0 driver's NOT_FOUND that is v1's OK): the
+// driver's own code and message, which the gateway records beside the answer it gives, as it
+// records its own repairs.
+type Answered struct {
+	Code    codes.Code
+	Message string
+}
+
+// NoteAnswered records that the call succeeds although the driver answered code with
+// message (not yet scrubbed: the gateway scrubs it).
+func (c *CallInfo) NoteAnswered(code codes.Code, message string) {
+	if c != nil {
+		c.answered.Store(&Answered{Code: code, Message: message})
+	}
+}
+
+// AnsweredOtherwise returns what NoteAnswered recorded, or nil.
+func (c *CallInfo) AnsweredOtherwise() *Answered {
+	if c == nil {
+		return nil
+	}
+	return c.answered.Load()
 }
 
 // Scrubber removes the secret values of a call's request from text (redact.Scrubber, built

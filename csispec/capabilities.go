@@ -6,6 +6,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
 // CapKind is one of the capability sets a CSI plugin advertises.
@@ -16,6 +18,11 @@ const (
 	ControllerCaps                // Controller/ControllerGetCapabilities
 	NodeCaps                      // Node/NodeGetCapabilities
 	GroupCaps                     // GroupController/GroupControllerGetCapabilities
+
+	// CSI v0's sets: the same RPCs of package csi.v0, whose enums number other capabilities.
+	V0PluginCaps     // csi.v0 Identity/GetPluginCapabilities
+	V0ControllerCaps // csi.v0 Controller/ControllerGetCapabilities
+	V0NodeCaps       // csi.v0 Node/NodeGetCapabilities
 
 	// NumCapKinds is how many kinds there are: CapKind(0) to NumCapKinds-1.
 	NumCapKinds = iota
@@ -52,6 +59,12 @@ var capRPCs = [NumCapKinds]capRPC{
 		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} }, "rpc"},
 	GroupCaps: {"/csi.v1.GroupController/GroupControllerGetCapabilities", "group controller capability",
 		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} }, "rpc"},
+	V0PluginCaps: {"/csi.v0.Identity/GetPluginCapabilities", "v0 plugin capability",
+		func() proto.Message { return &csiv0.GetPluginCapabilitiesResponse{} }, "service"},
+	V0ControllerCaps: {"/csi.v0.Controller/ControllerGetCapabilities", "v0 controller capability",
+		func() proto.Message { return &csiv0.ControllerGetCapabilitiesResponse{} }, "rpc"},
+	V0NodeCaps: {"/csi.v0.Node/NodeGetCapabilities", "v0 node capability",
+		func() proto.Message { return &csiv0.NodeGetCapabilitiesResponse{} }, "rpc"},
 }
 
 // read returns the set a Get*Capabilities answer advertises: the type of the holder message

@@ -20,9 +20,9 @@
 // sets (rules.go) and messageHooks (formats.go) by message or field name; methodGates,
 // requestGates (gates.go), answerRules (answers.go) and errorRules (errors.go) by full method
 // name. A message is walked by a plan compiled once per message type from those tables.
-// Another spec version (csi.v0, whose messages and methods have names of their own) is added
-// as more rows of the same tables, and its capability RPCs as more capRPCs, not as a second
-// engine.
+// Another spec version is added as more rows of the same tables, and its capability RPCs as
+// more capRPCs, not as a second engine: CSI v0 (csi.v0, internal/csiv0) is rules_v0.go and the
+// V0*Caps kinds.
 //
 // Safe for concurrent use; the tables are never modified after init.
 package csispec

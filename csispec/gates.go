@@ -7,6 +7,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
 // CapRef names one capability of one kind.
@@ -26,6 +28,12 @@ func (r CapRef) String() string {
 		name = csi.NodeServiceCapability_RPC_Type(r.Cap).String()
 	case GroupCaps:
 		name = csi.GroupControllerServiceCapability_RPC_Type(r.Cap).String()
+	case V0PluginCaps:
+		name = csiv0.PluginCapability_Service_Type(r.Cap).String()
+	case V0ControllerCaps:
+		name = csiv0.ControllerServiceCapability_RPC_Type(r.Cap).String()
+	case V0NodeCaps:
+		name = csiv0.NodeServiceCapability_RPC_Type(r.Cap).String()
 	}
 	return capRPCs[r.Kind].name + " " + name
 }

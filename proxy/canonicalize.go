@@ -31,7 +31,7 @@ const maxMessageBytes = 1024
 // In every setting the request's secret values are scrubbed out of the message, and what the
 // gateway changed is recorded on the call (noteRepair) beside the backend's own code and
 // (scrubbed) message. Methods the gateway does not know are not CSI: their statuses pass
-// through untouched.
+// through untouched; those of a DescriptorSet keep their code, scrubbed and without details.
 func canonicalize(r *redact.Redactor, repairs map[string]Repair) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, call *Call) error {
@@ -42,6 +42,20 @@ func canonicalize(r *redact.Redactor, repairs map[string]Repair) Middleware {
 			if !call.Known() {
 				if st, ok := backendStatus(err); ok {
 					return st.Err()
+				}
+			}
+			if call.Known() && call.info.notCSI { // a DescriptorSet's: its code stands, scrubbed, without details
+				if st, ok := backendStatus(err); ok {
+					scrubbed := call.secrets(r).Scrub(st.Message())
+					var kinds []string
+					if scrubbed != st.Message() {
+						kinds = append(kinds, repairSecret)
+					}
+					if len(st.Proto().GetDetails()) > 0 {
+						kinds = append(kinds, repairDetails) // cannot be scrubbed: they are dropped
+					}
+					call.noteRepair(st.Code(), scrubbed, kinds)
+					return status.Error(st.Code(), scrubbed)
 				}
 			}
 			setting := repairs[call.Backend]

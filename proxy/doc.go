@@ -10,6 +10,11 @@
 // itself before the chain (gRPC health and reflection: builtin.go). Redaction and scrubbing
 // are package redact's, the CSI spec's rules package csispec's.
 //
+// The methods it decodes (methods.go) are those of the compiled-in packages — csi.v1,
+// volumegroup, and csi.v0 (internal/csiv0; not scoped for tenants) — and of the descriptor
+// sets an operator configures (descriptors.go: dynamic messages, not CSI). Any other method is
+// forwarded as raw frames.
+//
 // It owns no storage logic: every call is handed to a backend chosen by the route table, as
 // the raw bytes the caller sent.
 package proxy

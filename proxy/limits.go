@@ -9,22 +9,24 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/csi-gateway/csi-gateway/internal/bytesize"
 	"github.com/csi-gateway/csi-gateway/internal/h2grpc"
 )
 
 // TransportLimits are the hard limits of every listener (limits: in the configuration file),
 // the same on both transports: what one caller may make the gateway hold, and for how long.
-// A zero field takes its default (DefaultTransportLimits). They map to h2grpc.ServerConfig
-// and to grpc.ServerOptions here, and nowhere else.
+// A zero field takes its default (DefaultTransportLimits). The sizes are bytes, or in the
+// file a string with a unit ("16KiB", "64Ki": bytesize.Parse). They map to
+// h2grpc.ServerConfig and to grpc.ServerOptions here, and nowhere else.
 type TransportLimits struct {
 	// MaxFrameSize is the largest HTTP/2 frame read (and the SETTINGS_MAX_FRAME_SIZE
 	// announced): a larger one ends the connection with FRAME_SIZE_ERROR before its payload
 	// is read. grpc-go's server reads 16 KiB frames at most, so with transport grpc only
 	// the default is accepted.
-	MaxFrameSize uint32 `mapstructure:"maxFrameSize"`
+	MaxFrameSize bytesize.Size32 `mapstructure:"maxFrameSize"`
 	// MaxHeaderListSize bounds a request's header block, decoded and counted as hpack does
 	// (each field's name and value plus 32 bytes): beyond it the stream is refused.
-	MaxHeaderListSize uint32 `mapstructure:"maxHeaderListSize"`
+	MaxHeaderListSize bytesize.Size32 `mapstructure:"maxHeaderListSize"`
 	// MaxConcurrentStreams bounds the calls in flight on one connection; clients are told,
 	// and the streams beyond it are refused (RST_STREAM REFUSED_STREAM).
 	MaxConcurrentStreams uint32 `mapstructure:"maxConcurrentStreams"`
@@ -70,29 +72,23 @@ var DefaultTransportLimits = TransportLimits{
 // withDefaults returns l with every zero field set to its default.
 func (l TransportLimits) withDefaults() TransportLimits {
 	d := DefaultTransportLimits
-	set := func(v *uint32, def uint32) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	setD := func(v *time.Duration, def time.Duration) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	set(&l.MaxFrameSize, d.MaxFrameSize)
-	set(&l.MaxHeaderListSize, d.MaxHeaderListSize)
-	set(&l.MaxConcurrentStreams, d.MaxConcurrentStreams)
-	if l.MaxConnections == 0 {
-		l.MaxConnections = d.MaxConnections
-	}
-	if l.MaxStreamResetsPerSecond == 0 {
-		l.MaxStreamResetsPerSecond = d.MaxStreamResetsPerSecond
-	}
-	setD(&l.FirstMessageTimeout, d.FirstMessageTimeout)
-	setD(&l.WriteTimeout, d.WriteTimeout)
-	setD(&l.KeepaliveMinTime, d.KeepaliveMinTime)
+	orDefault(&l.MaxFrameSize, d.MaxFrameSize)
+	orDefault(&l.MaxHeaderListSize, d.MaxHeaderListSize)
+	orDefault(&l.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	orDefault(&l.MaxConnections, d.MaxConnections)
+	orDefault(&l.MaxStreamResetsPerSecond, d.MaxStreamResetsPerSecond)
+	orDefault(&l.FirstMessageTimeout, d.FirstMessageTimeout)
+	orDefault(&l.WriteTimeout, d.WriteTimeout)
+	orDefault(&l.KeepaliveMinTime, d.KeepaliveMinTime)
 	return l
+}
+
+// orDefault sets *v to def when it is zero.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Validate checks l for transport t; errors name the key at fault ("limits.maxFrameSize: ...").
@@ -105,16 +101,21 @@ func (l TransportLimits) Validate(t Transport) error {
 		return fmt.Errorf("limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most; %d needs transport: frames", l.MaxFrameSize)
 	case l.MaxHeaderListSize < 4096:
 		return fmt.Errorf("limits.maxHeaderListSize: %d is below 4096 bytes; gRPC's own headers need about 200, callers' metadata more", l.MaxHeaderListSize)
-	case l.MaxConnections < 0:
-		return fmt.Errorf("limits.maxConnections: %d is negative", l.MaxConnections)
-	case l.FirstMessageTimeout < 0:
-		return fmt.Errorf("limits.firstMessageTimeout: %v is negative", l.FirstMessageTimeout)
-	case l.WriteTimeout < 0:
-		return fmt.Errorf("limits.writeTimeout: %v is negative", l.WriteTimeout)
-	case l.KeepaliveMinTime < 0:
-		return fmt.Errorf("limits.keepaliveMinTime: %v is negative", l.KeepaliveMinTime)
-	case l.MaxStreamResetsPerSecond < 0:
-		return fmt.Errorf("limits.maxStreamResetsPerSecond: %d is negative", l.MaxStreamResetsPerSecond)
+	}
+	for _, f := range []struct {
+		key      string
+		value    any
+		negative bool
+	}{
+		{"maxConnections", l.MaxConnections, l.MaxConnections < 0},
+		{"firstMessageTimeout", l.FirstMessageTimeout, l.FirstMessageTimeout < 0},
+		{"writeTimeout", l.WriteTimeout, l.WriteTimeout < 0},
+		{"keepaliveMinTime", l.KeepaliveMinTime, l.KeepaliveMinTime < 0},
+		{"maxStreamResetsPerSecond", l.MaxStreamResetsPerSecond, l.MaxStreamResetsPerSecond < 0},
+	} {
+		if f.negative {
+			return fmt.Errorf("limits.%s: %v is negative", f.key, f.value)
+		}
 	}
 	return nil
 }
@@ -122,8 +123,8 @@ func (l TransportLimits) Validate(t Transport) error {
 // h2grpcConfig sets l's limits in an h2grpc server's configuration.
 func (l TransportLimits) h2grpcConfig(cfg *h2grpc.ServerConfig) {
 	l = l.withDefaults()
-	cfg.MaxFrameSize = l.MaxFrameSize
-	cfg.MaxHeaderListSize = l.MaxHeaderListSize
+	cfg.MaxFrameSize = uint32(l.MaxFrameSize)
+	cfg.MaxHeaderListSize = uint32(l.MaxHeaderListSize)
 	cfg.MaxConcurrentStreams = l.MaxConcurrentStreams
 	cfg.KeepaliveMinTime = l.KeepaliveMinTime
 	cfg.FirstMessageTimeout = l.FirstMessageTimeout
@@ -143,7 +144,7 @@ func (l TransportLimits) grpcOptions(creds credentials.TransportCredentials, han
 	g := callGuard{firstMessage: l.FirstMessageTimeout, write: l.WriteTimeout}
 	return []grpc.ServerOption{
 		grpc.Creds(l.watched(creds, log)),
-		grpc.MaxHeaderListSize(l.MaxHeaderListSize),
+		grpc.MaxHeaderListSize(uint32(l.MaxHeaderListSize)),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.ConnectionTimeout(l.FirstMessageTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),

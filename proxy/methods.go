@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"maps"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -11,6 +12,8 @@ import (
 	_ "github.com/container-storage-interface/spec/lib/go/csi"
 	_ "github.com/csi-addons/spec/lib/go/volumegroup"
 
+	// CSI v0 (v0.2 and v0.3 on one schema), generated in this repository.
+	_ "github.com/csi-gateway/csi-gateway/internal/csiv0"
 	"github.com/csi-gateway/csi-gateway/internal/protoread"
 )
 
@@ -26,6 +29,12 @@ type methodInfo struct {
 	// paging is how a paged List method's request and answer carry their tokens; nil for
 	// every other method.
 	paging *pageTokens
+	// tenantScoped: the tenancy ledger knows the method's names and IDs (csi.v1, volumegroup);
+	// a tenant's call of any other method is refused (scopeTenants).
+	tenantScoped bool
+	// notCSI: a method of a DescriptorSet, decoded, redacted and scrubbed, but not governed by
+	// the CSI spec: not validated, and its statuses keep their codes (canonicalize).
+	notCSI bool
 }
 
 // pageTokens are the token fields of a paged List method: the request's starting_token and
@@ -51,15 +60,21 @@ func (m *methodInfo) streaming() bool {
 	return m.desc.IsStreamingClient() || m.desc.IsStreamingServer()
 }
 
-// knownPackages are the proto packages whose methods the gateway decodes.
-var knownPackages = []string{"csi.v1.", "volumegroup."}
+// knownPackages are the proto packages whose methods the gateway decodes; tenantPackages
+// those of them whose IDs a tenant listener scopes (see package tenancy). CSI v0 is decoded,
+// validated, redacted and canonicalized like v1, but not scoped: a tenant's v0 call is
+// refused (docs/tenancy.md).
+var (
+	knownPackages  = []string{"csi.v1.", "csi.v0.", "volumegroup."}
+	tenantPackages = []string{"csi.v1.", "volumegroup."}
+)
 
 // lookupMethod returns what the registry knows of a full method name such as
 // "/csi.v1.Controller/CreateVolume", or nil for a method of a service the gateway does not
 // know (it is still forwarded, as raw frames).
 func lookupMethod(fullMethod string) *methodInfo {
 	service, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
-	if !ok || !hasKnownPackage(service) {
+	if !ok || !hasPackage(knownPackages, service) {
 		return nil
 	}
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
@@ -80,11 +95,12 @@ func lookupMethod(fullMethod string) *methodInfo {
 		return nil
 	}
 	return &methodInfo{name: method, desc: md, input: in, output: out, idFields: idFieldsOf(md.Input()),
-		paging: pageTokensOf(md)}
+		paging: pageTokensOf(md), tenantScoped: hasPackage(tenantPackages, service)}
 }
 
-func hasKnownPackage(service string) bool {
-	for _, p := range knownPackages {
+// hasPackage reports whether service is in one of packages (prefixes such as "csi.v1.").
+func hasPackage(packages []string, service string) bool {
+	for _, p := range packages {
 		if strings.HasPrefix(service, p) {
 			return true
 		}
@@ -95,14 +111,18 @@ func hasKnownPackage(service string) bool {
 // methodTable caches lookupMethod for every method of the known services, built once.
 type methodTable map[string]*methodInfo
 
-// newMethodTable walks the registry for every method of the known packages.
-func newMethodTable() methodTable {
+// newMethodTable walks the registry for every method of the known packages, and adds the
+// methods of sets.
+func newMethodTable(sets ...*DescriptorSet) methodTable {
 	t := methodTable{}
+	for _, ds := range sets {
+		maps.Copy(t, ds.methods())
+	}
 	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		services := fd.Services()
 		for i := range services.Len() {
 			sd := services.Get(i)
-			if !hasKnownPackage(string(sd.FullName())) {
+			if !hasPackage(knownPackages, string(sd.FullName())) {
 				continue
 			}
 			for j := range sd.Methods().Len() {

@@ -33,6 +33,8 @@ func TestLookupMethod(t *testing.T) {
 			"volumegroup.CreateVolumeGroupRequest", "volumegroup.CreateVolumeGroupResponse", false},
 		{"/volumegroup.Controller/DeleteVolumeGroup", "DeleteVolumeGroup",
 			"volumegroup.DeleteVolumeGroupRequest", "volumegroup.DeleteVolumeGroupResponse", false},
+		{"/csi.v0.Controller/CreateVolume", "CreateVolume", "csi.v0.CreateVolumeRequest", "csi.v0.CreateVolumeResponse", false},
+		{"/csi.v0.Node/NodeGetId", "NodeGetId", "csi.v0.NodeGetIdRequest", "csi.v0.NodeGetIdResponse", false},
 
 		// Not known: other packages (even when registered), unknown services and methods,
 		// names that are not a service and a method.
@@ -43,7 +45,7 @@ func TestLookupMethod(t *testing.T) {
 		{method: "/csi.v1.CreateVolumeRequest/CreateVolume"}, // a message, not a service
 		{method: "/csi.v1.Controller"},
 		{method: "/csi.v1.Controller/CreateVolume/extra"},
-		{method: "/csi.v0.Controller/CreateVolume"},
+		{method: "/csi.v0.Controller/ControllerGetVolume"}, // v1's, not v0's
 		{method: "/"},
 		{method: ""},
 	}
@@ -79,8 +81,9 @@ func TestLookupMethod(t *testing.T) {
 	}
 }
 
-// knownServiceMethods are the methods of every service the gateway decodes: CSI v1.13 and the
-// csi-addons VolumeGroup service, written out so that a change of spec version shows here.
+// knownServiceMethods are the methods of every service the gateway decodes: CSI v1.13, the
+// csi-addons VolumeGroup service and CSI v0 (v0.2 and v0.3's additions), written out so that a
+// change of spec version shows here.
 var knownServiceMethods = map[string][]string{
 	"csi.v1.Identity": {"GetPluginInfo", "GetPluginCapabilities", "Probe"},
 	"csi.v1.Controller": {"CreateVolume", "DeleteVolume", "ControllerPublishVolume", "ControllerUnpublishVolume",
@@ -95,11 +98,18 @@ var knownServiceMethods = map[string][]string{
 		"NodeGetCapabilities", "NodeGetInfo"},
 	"volumegroup.Controller": {"CreateVolumeGroup", "ModifyVolumeGroupMembership", "DeleteVolumeGroup",
 		"ListVolumeGroups", "ControllerGetVolumeGroup"},
+	"csi.v0.Identity": {"GetPluginInfo", "GetPluginCapabilities", "Probe"},
+	"csi.v0.Controller": {"CreateVolume", "DeleteVolume", "ControllerPublishVolume", "ControllerUnpublishVolume",
+		"ValidateVolumeCapabilities", "ListVolumes", "GetCapacity", "ControllerGetCapabilities",
+		"CreateSnapshot", "DeleteSnapshot", "ListSnapshots"},
+	"csi.v0.Node": {"NodeStageVolume", "NodeUnstageVolume", "NodePublishVolume", "NodeUnpublishVolume",
+		"NodeGetId", "NodeGetInfo", "NodeGetCapabilities"},
 }
 
 func TestNewMethodTable(t *testing.T) {
-	// 3 Identity + 17 Controller + 4 GroupController + 2 SnapshotMetadata + 10 Node + 5 VolumeGroup.
-	const wantCount = 41
+	// v1: 3 Identity + 17 Controller + 4 GroupController + 2 SnapshotMetadata + 10 Node;
+	// 5 VolumeGroup; v0: 3 Identity + 11 Controller + 7 Node.
+	const wantCount = 62
 	var want []string
 	for svc, methods := range knownServiceMethods {
 		for _, m := range methods {

@@ -78,47 +78,21 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 		reg = prometheus.NewRegistry()
 	}
 	m := &Metrics{
-		driverName: driverName,
-		registry:   reg,
-		known:      newMethodTable(),
-		operations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "csigw_operations_seconds",
-			Help:    "Container Storage Interface operation duration with gRPC error code status total, as the gateway answered them (csi_sidecar_operations_seconds' labels and buckets).",
-			Buckets: sidecarOperationsBuckets,
-		}, []string{"driver_name", "method_name", "grpc_status_code"}),
-		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "csigw_repairs_total",
-			Help: "Changes the gateway made to a backend's answer, by kind (code, message, message-cut, details, secret, answer).",
-		}, []string{"backend", "method_name", "kind"}),
-		backendRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "csigw_backend_requests_total",
-			Help: "Calls the gateway routed to a backend, by the gRPC code the caller got.",
-		}, []string{"backend", "method_name", "grpc_status_code"}),
-		backendSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "csigw_backend_request_seconds",
-			Help:    "Duration of the calls the gateway routed to a backend, retries included, from receipt to answer.",
-			Buckets: backendRequestBuckets,
-		}, []string{"backend", "method_name"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "csigw_backend_attempts_total",
-			Help: "Requests sent to a backend, every retry included.",
-		}, []string{"backend"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "csigw_backend_retries_total",
-			Help: "Requests sent to a backend beyond the first of each call.",
-		}, []string{"backend"}),
+		driverName:      driverName,
+		registry:        reg,
+		known:           newMethodTable(),
+		operations:      histogramVec("csigw_operations_seconds", "Container Storage Interface operation duration with gRPC error code status total, as the gateway answered them (csi_sidecar_operations_seconds' labels and buckets).", sidecarOperationsBuckets, "driver_name", "method_name", "grpc_status_code"),
+		repairs:         counterVec("csigw_repairs_total", "Changes the gateway made to a backend's answer, by kind (code, message, message-cut, details, secret, answer).", "backend", "method_name", "kind"),
+		backendRequests: counterVec("csigw_backend_requests_total", "Calls the gateway routed to a backend, by the gRPC code the caller got.", "backend", "method_name", "grpc_status_code"),
+		backendSeconds:  histogramVec("csigw_backend_request_seconds", "Duration of the calls the gateway routed to a backend, retries included, from receipt to answer.", backendRequestBuckets, "backend", "method_name"),
+		attempts:        counterVec("csigw_backend_attempts_total", "Requests sent to a backend, every retry included.", "backend"),
+		retries:         counterVec("csigw_backend_retries_total", "Requests sent to a backend beyond the first of each call.", "backend"),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "csigw_calls_in_flight",
 			Help: "CSI calls the gateway has received and not yet answered.",
 		}),
-		certExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "csigw_tls_certificate_expiry_timestamp_seconds",
-			Help: "When each TLS certificate the gateway uses expires (NotAfter), in seconds since the Unix epoch.",
-		}, []string{"name"}),
-		backendReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "csigw_backend_ready",
-			Help: "1 when the backend answered its last readiness check, 0 when it did not.",
-		}, []string{"backend"}),
+		certExpiry:   gaugeVec("csigw_tls_certificate_expiry_timestamp_seconds", "When each TLS certificate the gateway uses expires (NotAfter), in seconds since the Unix epoch.", "name"),
+		backendReady: gaugeVec("csigw_backend_ready", "1 when the backend answered its last readiness check, 0 when it did not.", "backend"),
 	}
 	reg.MustRegister(
 		m.operations, m.repairs, m.backendRequests, m.backendSeconds, m.attempts, m.retries,
@@ -132,6 +106,20 @@ func NewMetrics(driverName string, reg prometheus.Registerer) *Metrics {
 		m.gatherer = g
 	}
 	return m
+}
+
+// histogramVec, counterVec and gaugeVec define a metric with labels: its name, its help and,
+// for a histogram, its buckets.
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
 
 // outcome is what Metrics records of a finished call. It holds nothing that identifies the

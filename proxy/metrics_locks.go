@@ -16,15 +16,8 @@ type lockMetrics struct {
 
 func newLockMetrics(reg prometheus.Registerer) *lockMetrics {
 	l := &lockMetrics{
-		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "csigw_replica_lock_wait_seconds",
-			Help:    "Time an operation waited for the identical operation in flight on another replica (or in the process before a restart) to end.",
-			Buckets: backendRequestBuckets,
-		}, []string{"method_name"}),
-		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "csigw_replica_aborted_total",
-			Help: "Calls answered ABORTED because another replica (or the process before a restart) had an operation in flight on the same object.",
-		}, []string{"method_name"}),
+		waits:   histogramVec("csigw_replica_lock_wait_seconds", "Time an operation waited for the identical operation in flight on another replica (or in the process before a restart) to end.", backendRequestBuckets, "method_name"),
+		aborted: counterVec("csigw_replica_aborted_total", "Calls answered ABORTED because another replica (or the process before a restart) had an operation in flight on the same object.", "method_name"),
 	}
 	reg.MustRegister(l.waits, l.aborted)
 	return l

@@ -18,11 +18,7 @@ type storeMetrics struct {
 
 func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	s := &storeMetrics{
-		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "csigw_ledger_etcd_request_seconds",
-			Help:    "Time each request of the tenancy ledger to etcd took (each attempt), by etcd method (Txn, Range, LeaseGrant, …) and gRPC status code.",
-			Buckets: backendRequestBuckets,
-		}, []string{"method", "grpc_status_code"}),
+		requests: histogramVec("csigw_ledger_etcd_request_seconds", "Time each request of the tenancy ledger to etcd took (each attempt), by etcd method (Txn, Range, LeaseGrant, …) and gRPC status code.", backendRequestBuckets, "method", "grpc_status_code"),
 		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "csigw_ledger_etcd_leases_lost_total",
 			Help: "Leases of this replica that etcd let expire or revoked while it was using them: its quota holds and operation locks went with them (it takes a new lease at its next call).",

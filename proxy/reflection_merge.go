@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -46,21 +45,13 @@ func mergedReflection(method string, local grpc.StreamHandler, impl any, bes []n
 		s := &reflectionSession{ctx: ctx, method: method, bes: bes, asked: make([]*pipedHandler, len(bes))}
 		s.local = startPiped(ctx, func(p *pipeStream) error { return local(impl, p) })
 		defer s.close(cancel)
-		for {
-			var req rawcodec.Frame
-			if err := caller.RecvMsg(&req); errors.Is(err, io.EOF) {
-				return nil
-			} else if err != nil {
-				return err
-			}
+		return rawcodec.EachFrame(caller, func(req *rawcodec.Frame) error {
 			resp, err := s.answer(req.Payload)
 			if err != nil {
 				return err
 			}
-			if err := caller.SendMsg(&rawcodec.Frame{Payload: resp}); err != nil {
-				return err
-			}
-		}
+			return caller.SendMsg(&rawcodec.Frame{Payload: resp})
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 )
 
 // Route sends the methods that match one of its patterns to a backend. A pattern is a full
@@ -46,8 +47,31 @@ func CheckRoutes(routes []Route, known func(name string) bool) error {
 	return errors.Join(errs...)
 }
 
-// match returns the backend for a full method name, or "" when no route matches.
+// match returns the backend for a full method name, or "" when no route matches. A CSI v0
+// method is routed as its v1 counterpart ("/csi.v0.Node/NodeStageVolume" as
+// "/csi.v1.Node/NodeStageVolume"), so that routes written for v1 serve old callers the same
+// way (the backend translates: backends/translate), unless a route written for v0 (a
+// pattern starting "/csi.v0.") matches it first.
 func (t routeTable) match(method string) string {
+	rest, v0 := strings.CutPrefix(method, v0MethodPrefix)
+	if !v0 {
+		return t.matchExactly(method)
+	}
+	for _, r := range t {
+		for _, p := range r.Methods {
+			if ok, _ := path.Match(p, method); ok && strings.HasPrefix(p, v0MethodPrefix) {
+				return r.Backend
+			}
+		}
+	}
+	return t.matchExactly("/csi.v1." + rest)
+}
+
+// v0MethodPrefix starts every CSI v0 method's full name.
+const v0MethodPrefix = "/csi.v0."
+
+// matchExactly returns the backend of the first route matching method itself.
+func (t routeTable) matchExactly(method string) string {
 	for _, r := range t {
 		for _, p := range r.Methods {
 			if p == "*" {

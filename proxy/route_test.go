@@ -18,6 +18,10 @@ func TestRouteTableMatch(t *testing.T) {
 	noCatchAll := []Route{
 		{Methods: []string{"/csi.v1.Node/*", "/csi.v1.*/Probe"}, Backend: "node"},
 	}
+	v0Routed := []Route{
+		{Methods: []string{"/csi.v1.Node/*"}, Backend: "node"},
+		{Methods: []string{"/csi.v0.Node/*"}, Backend: "legacy"},
+	}
 	tests := []struct {
 		name   string
 		routes []Route
@@ -36,6 +40,13 @@ func TestRouteTableMatch(t *testing.T) {
 		{"no match", noCatchAll, "/csi.v1.Controller/CreateVolume", ""},
 		{"glob does not cross a slash", noCatchAll, "/csi.v1.Node/x/y", ""},
 		{"empty table", nil, "/csi.v1.Node/NodeStageVolume", ""},
+		{"v0 routed as its v1 counterpart", nodeFirst, "/csi.v0.Node/NodeStageVolume", "node"},
+		{"v0 counterpart by exact name", nodeFirst, "/csi.v0.Controller/DeleteVolume", "volumes"},
+		{"v0 counterpart to the catch-all", nodeFirst, "/csi.v0.Controller/ListVolumes", "array"},
+		{"v0 counterpart unrouted", noCatchAll, "/csi.v0.Controller/CreateVolume", ""},
+		{"v0 counterpart by a glob", noCatchAll, "/csi.v0.Identity/Probe", "node"},
+		{"a v0 route first", v0Routed, "/csi.v0.Node/NodeStageVolume", "legacy"},
+		{"a v0 route only for v0", v0Routed, "/csi.v1.Node/NodeStageVolume", "node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ type serialKey struct {
 	scopeLabel string
 }
 
-// serialKeys lists every method that is serialized, by full method name. Methods not listed
+// serialKeys lists every method that is serialized, by full method name, grouped by key. Methods not listed
 // are never serialized: reads (ControllerGetVolume, ListVolumes, GetCapacity,
 // ValidateVolumeCapabilities, NodeGetVolumeStats, GetSnapshot, GetVolumeGroupSnapshot, the
 // health calls, ...), capability and identity calls, streams and methods the gateway does
@@ -49,28 +49,48 @@ type serialKey struct {
 // node-1 or another target is in flight (the external-attacher and the kubelet issue those
 // in parallel for multi-attach volumes). Every other call on the volume — and an unpublish
 // with no node_id, which means every node — conflicts with all of them.
-var serialKeys = map[string]serialKey{
-	"/csi.v1.Controller/CreateVolume":              {kind: kindVolumeName, field: "name"},
-	"/csi.v1.Controller/DeleteVolume":              {kind: kindVolume, field: "volume_id"},
-	"/csi.v1.Controller/ControllerPublishVolume":   {kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"},
-	"/csi.v1.Controller/ControllerUnpublishVolume": {kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"},
-	"/csi.v1.Controller/ControllerExpandVolume":    {kind: kindVolume, field: "volume_id"},
-	"/csi.v1.Controller/ControllerModifyVolume":    {kind: kindVolume, field: "volume_id"},
-	"/csi.v1.Controller/CreateSnapshot":            {kind: kindSnapshotName, field: "name"},
-	"/csi.v1.Controller/DeleteSnapshot":            {kind: kindSnapshot, field: "snapshot_id"},
+var serialKeys = keyTable([]struct {
+	key     serialKey
+	methods []string
+}{
+	// CSI v0's methods are the same operations under v0's names, in the same key space (a v0
+	// and a v1 call on one volume are one volume's operations).
+	{serialKey{kind: kindVolumeName, field: "name"}, []string{"/csi.v1.Controller/CreateVolume", "/csi.v0.Controller/CreateVolume"}},
+	{serialKey{kind: kindVolume, field: "volume_id"}, []string{
+		"/csi.v1.Controller/DeleteVolume", "/csi.v1.Controller/ControllerExpandVolume", "/csi.v1.Controller/ControllerModifyVolume",
+		"/csi.v1.Node/NodeStageVolume", "/csi.v1.Node/NodeUnstageVolume", "/csi.v1.Node/NodeExpandVolume",
+		"/csi.v0.Controller/DeleteVolume", "/csi.v0.Node/NodeStageVolume", "/csi.v0.Node/NodeUnstageVolume",
+	}},
+	{serialKey{kind: kindVolume, field: "volume_id", scope: "node_id", scopeLabel: "node"}, []string{
+		"/csi.v1.Controller/ControllerPublishVolume", "/csi.v1.Controller/ControllerUnpublishVolume",
+		"/csi.v0.Controller/ControllerPublishVolume", "/csi.v0.Controller/ControllerUnpublishVolume",
+	}},
+	{serialKey{kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"}, []string{
+		"/csi.v1.Node/NodePublishVolume", "/csi.v1.Node/NodeUnpublishVolume",
+		"/csi.v0.Node/NodePublishVolume", "/csi.v0.Node/NodeUnpublishVolume",
+	}},
+	{serialKey{kind: kindSnapshotName, field: "name"}, []string{"/csi.v1.Controller/CreateSnapshot", "/csi.v0.Controller/CreateSnapshot"}},
+	{serialKey{kind: kindSnapshot, field: "snapshot_id"}, []string{"/csi.v1.Controller/DeleteSnapshot", "/csi.v0.Controller/DeleteSnapshot"}},
+	{serialKey{kind: kindGroupSnapshotName, field: "name"}, []string{"/csi.v1.GroupController/CreateVolumeGroupSnapshot"}},
+	{serialKey{kind: kindGroupSnapshot, field: "group_snapshot_id"}, []string{"/csi.v1.GroupController/DeleteVolumeGroupSnapshot"}},
+	{serialKey{kind: kindVolumeGroupName, field: "name"}, []string{"/volumegroup.Controller/CreateVolumeGroup"}},
+	{serialKey{kind: kindVolumeGroup, field: "volume_group_id"}, []string{
+		"/volumegroup.Controller/ModifyVolumeGroupMembership", "/volumegroup.Controller/DeleteVolumeGroup",
+	}},
+})
 
-	"/csi.v1.Node/NodeStageVolume":     {kind: kindVolume, field: "volume_id"},
-	"/csi.v1.Node/NodeUnstageVolume":   {kind: kindVolume, field: "volume_id"},
-	"/csi.v1.Node/NodePublishVolume":   {kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"},
-	"/csi.v1.Node/NodeUnpublishVolume": {kind: kindVolume, field: "volume_id", scope: "target_path", scopeLabel: "target path"},
-	"/csi.v1.Node/NodeExpandVolume":    {kind: kindVolume, field: "volume_id"},
-
-	"/csi.v1.GroupController/CreateVolumeGroupSnapshot": {kind: kindGroupSnapshotName, field: "name"},
-	"/csi.v1.GroupController/DeleteVolumeGroupSnapshot": {kind: kindGroupSnapshot, field: "group_snapshot_id"},
-
-	"/volumegroup.Controller/CreateVolumeGroup":           {kind: kindVolumeGroupName, field: "name"},
-	"/volumegroup.Controller/ModifyVolumeGroupMembership": {kind: kindVolumeGroup, field: "volume_group_id"},
-	"/volumegroup.Controller/DeleteVolumeGroup":           {kind: kindVolumeGroup, field: "volume_group_id"},
+// keyTable indexes the methods of each key by full method name.
+func keyTable(keys []struct {
+	key     serialKey
+	methods []string
+}) map[string]serialKey {
+	t := map[string]serialKey{}
+	for _, k := range keys {
+		for _, m := range k.methods {
+			t[m] = k.key
+		}
+	}
+	return t
 }
 
 // operation is one serialized call as the in-flight table sees it.

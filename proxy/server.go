@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
@@ -27,6 +28,10 @@ type Options struct {
 	Log      *slog.Logger
 	// SafeContextKeys are volume_context / publish_context keys whose values may be logged.
 	SafeContextKeys []string
+	// DescriptorSets are services the gateway does not compile in whose calls it decodes,
+	// redacts and scrubs (see DescriptorSet); calls of other unknown services pass as raw
+	// frames, logged by name and size only.
+	DescriptorSets []*DescriptorSet
 	// Observers receive a record of every finished call (the live tap).
 	Observers []CallObserver
 	// Metrics, when set, counts the calls in flight and records every finished call.
@@ -127,12 +132,16 @@ func NewServer(o Options) (*Server, error) {
 		readiness = NewReadiness(o.Backends)
 		readiness.SetListening(true)
 	}
-	methods := newMethodTable()
+	methods := newMethodTable(o.DescriptorSets...)
+	var secretFields []protoreflect.FullName
+	for _, ds := range o.DescriptorSets {
+		secretFields = append(secretFields, ds.SecretFields...)
+	}
 	return &Server{
 		opts:       o,
 		methods:    methods,
 		routes:     routes,
-		redactor:   redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...)),
+		redactor:   redact.NewRedactor(redact.WithSafeContextKeys(o.SafeContextKeys...), redact.WithSecretFields(secretFields...)),
 		readiness:  readiness,
 		reflection: newGatewayReflection(methods, routedBackends(routes, o.Backends)),
 		stopping:   make(chan struct{}),

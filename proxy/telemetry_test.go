@@ -249,7 +249,7 @@ func newGRPCBackend(t testing.TB, tr Transport, sock string, tp trace.TracerProv
 	t.Helper()
 	opts := []grpcbackend.Option{grpcbackend.WithFrames(tr == TransportFrames)}
 	if tp != nil {
-		opts = append(opts, grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop))
+		opts = append(opts, grpcbackend.WithTracing(backends.ClientTracing{Provider: tp, Propagator: prop}))
 	}
 	be, err := grpcbackend.New("array", grpcbackend.Config{Target: "unix://" + sock}, opts...)
 	if err != nil {
@@ -323,7 +323,7 @@ func newRESTBackend(t testing.TB, url string, tp trace.TracerProvider, prop prop
 	t.Helper()
 	var opts []rest.Option
 	if tp != nil {
-		opts = append(opts, rest.WithTracerProvider(tp), rest.WithPropagator(prop))
+		opts = append(opts, rest.WithTracing(backends.ClientTracing{Provider: tp, Propagator: prop}))
 	}
 	be, err := rest.New("array", rest.Config{URLs: []string{url}, AllowSecretsOverPlaintextHTTP: true,
 		Retry: rest.Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}}, opts...)

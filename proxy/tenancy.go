@@ -35,6 +35,9 @@ func scopeTenants(ledger *tenancy.Ledger, methods methodTable) Middleware {
 			if !call.Known() || call.info.desc.IsStreamingClient() {
 				return status.Errorf(codes.PermissionDenied, "csi-gateway: %s cannot be scoped to tenant %s: the gateway does not know its messages", call.Method, tenant)
 			}
+			if !call.info.tenantScoped {
+				return status.Errorf(codes.PermissionDenied, "csi-gateway: %s cannot be scoped to tenant %s: a tenant listener serves CSI v1 and VolumeGroup calls only (docs/tenancy.md)", call.Method, tenant)
+			}
 			req, err := call.DecodedRequest()
 			if err != nil {
 				return status.Errorf(codes.InvalidArgument, "csi-gateway: %v", err)

@@ -23,9 +23,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
@@ -529,5 +531,30 @@ func testTenantListTokensSealed(t *testing.T, tr Transport) {
 		if err != nil || len(resp.GetEntries()) != 2 || resp.GetEntries()[0].GetVolume().GetVolumeId() != own["blue"][2] {
 			t.Errorf("%s: blue's second page after a restart: %v, %v; want it to start at %s", tc.name, resp, err, own["blue"][2])
 		}
+	}
+}
+
+// TestTenantRefusesV0: a tenant listener refuses every CSI v0 call with PERMISSION_DENIED
+// (v0 IDs are not scoped, docs/versions.md) before the backend sees it, while the same
+// tenant's v1 calls are served.
+func TestTenantRefusesV0(t *testing.T) {
+	ledger := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), map[string]tenancy.Quota{"blue": {}})
+	be := &countingBackend{Backend: openEmbedded(t), n: map[string]int{}}
+	gw := startTenantGateway(t, TransportGRPC, be, ledger, "blue")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for method, req := range testutil.V0Requests(map[string]string{"password": "x"}) {
+		err := gw.conns["blue"].Invoke(ctx, method, req, &emptypb.Empty{})
+		if st := status.Convert(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "CSI v1 and VolumeGroup calls only") {
+			t.Errorf("%s: %v, want PERMISSION_DENIED naming what a tenant listener serves", method, err)
+		}
+	}
+	be.mu.Lock()
+	if len(be.n) != 0 {
+		t.Errorf("the backend was called for refused v0 calls: %v", be.n)
+	}
+	be.mu.Unlock()
+	if _, err := gw.controller("blue").CreateVolume(ctx, serverCreateVolumeRequest("pvc-1")); err != nil {
+		t.Errorf("a v1 CreateVolume of the same tenant: %v", err)
 	}
 }

@@ -84,7 +84,7 @@ type validator struct {
 
 func (v *validator) middleware(next Handler) Handler {
 	return func(ctx context.Context, call *Call) error {
-		if !call.Known() || call.info.desc.IsStreamingClient() {
+		if !call.Known() || call.info.notCSI || call.info.desc.IsStreamingClient() {
 			return next(ctx, call) // not CSI, or client-streaming: nothing decoded to check
 		}
 		backend := v.routes.match(call.Method)

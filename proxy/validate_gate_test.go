@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
 // gatingCase is one capability rule: the backend lacks the capabilities in drop, and the
@@ -30,6 +31,9 @@ func gatingCases() []gatingCase {
 	c := csispec.ControllerCap
 	n := csispec.NodeCap
 	p := csispec.PluginCap
+	v0c := func(t csiv0.ControllerServiceCapability_RPC_Type) csispec.CapRef {
+		return csispec.CapRef{Kind: csispec.V0ControllerCaps, Cap: int32(t)}
+	}
 	group := csispec.GroupCap(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)
 	unimpl := func(name string, ref csispec.CapRef, method, capName string) gatingCase {
 		short := method[strings.LastIndexByte(method, '/')+1:]
@@ -59,6 +63,12 @@ func gatingCases() []gatingCase {
 		unimpl("CreateVolumeGroupSnapshot", group, "/csi.v1.GroupController/CreateVolumeGroupSnapshot", "group controller capability CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT"),
 		unimpl("GetVolumeGroupSnapshot", group, "/csi.v1.GroupController/GetVolumeGroupSnapshot", "group controller capability CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT"),
 		unimpl("GetMetadataDelta", p(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE), "/csi.v1.SnapshotMetadata/GetMetadataDelta", "plugin capability SNAPSHOT_METADATA_SERVICE"),
+		// CSI v0: its own capability RPCs and enums.
+		unimpl("v0 CreateVolume", v0c(csiv0.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME), "/csi.v0.Controller/CreateVolume", "v0 controller capability CREATE_DELETE_VOLUME"),
+		unimpl("v0 ControllerUnpublish", v0c(csiv0.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME), "/csi.v0.Controller/ControllerUnpublishVolume", "v0 controller capability PUBLISH_UNPUBLISH_VOLUME"),
+		unimpl("v0 ListSnapshots", v0c(csiv0.ControllerServiceCapability_RPC_LIST_SNAPSHOTS), "/csi.v0.Controller/ListSnapshots", "v0 controller capability LIST_SNAPSHOTS"),
+		unimpl("v0 NodeStage", csispec.CapRef{Kind: csispec.V0NodeCaps, Cap: int32(csiv0.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)}, "/csi.v0.Node/NodeStageVolume", "v0 node capability STAGE_UNSTAGE_VOLUME"),
+		{name: "v1's capability does not gate v0", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)}, method: "/csi.v0.Controller/DeleteVolume"},
 		{name: "unrelated capability missing", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_LIST_VOLUMES)}, method: "/csi.v1.Controller/DeleteVolume"},
 		{name: "ValidateVolumeCapabilities is never gated", drop: []csispec.CapRef{c(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)}, method: "/csi.v1.Controller/ValidateVolumeCapabilities"},
 		{name: "volumegroup is not gated", drop: []csispec.CapRef{group}, method: "/volumegroup.Controller/DeleteVolumeGroup"},

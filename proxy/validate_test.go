@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/redact"
 )
 
@@ -24,24 +27,30 @@ import (
 type fakeCaps struct {
 	mu                              sync.Mutex
 	plugin, controller, node, group []int32
-	err                             error // the answer to every capability RPC, when set
-	fetches                         int   // capability RPCs answered
+	v0Plugin, v0Controller, v0Node  []int32 // CSI v0's sets
+	err                             error   // the answer to every capability RPC, when set
+	fetches                         int     // capability RPCs answered
 }
 
-// allCaps advertises every capability of CSI v1.13.
+// allCaps advertises every capability of CSI v1.13, and of CSI v0.3.
 func valAllCaps() *fakeCaps {
 	return &fakeCaps{
-		plugin:     []int32{1, 2, 3, 4, 5},
-		controller: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16, 17},
-		node:       []int32{1, 2, 3, 5, 6, 7, 8},
-		group:      []int32{1},
+		plugin:       []int32{1, 2, 3, 4, 5},
+		controller:   []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16, 17},
+		node:         []int32{1, 2, 3, 5, 6, 7, 8},
+		group:        []int32{1},
+		v0Plugin:     []int32{1, 2},
+		v0Controller: []int32{1, 2, 3, 4, 5, 6},
+		v0Node:       []int32{1},
 	}
 }
 
 // without returns a copy of fc that lacks the capabilities in drop.
 func (fc *fakeCaps) without(drop ...csispec.CapRef) *fakeCaps {
-	out := &fakeCaps{plugin: fc.plugin, controller: fc.controller, node: fc.node, group: fc.group, err: fc.err}
-	sets := [...]*[]int32{csispec.PluginCaps: &out.plugin, csispec.ControllerCaps: &out.controller, csispec.NodeCaps: &out.node, csispec.GroupCaps: &out.group}
+	out := &fakeCaps{plugin: fc.plugin, controller: fc.controller, node: fc.node, group: fc.group,
+		v0Plugin: fc.v0Plugin, v0Controller: fc.v0Controller, v0Node: fc.v0Node, err: fc.err}
+	sets := [...]*[]int32{csispec.PluginCaps: &out.plugin, csispec.ControllerCaps: &out.controller, csispec.NodeCaps: &out.node,
+		csispec.GroupCaps: &out.group, csispec.V0PluginCaps: &out.v0Plugin, csispec.V0ControllerCaps: &out.v0Controller, csispec.V0NodeCaps: &out.v0Node}
 	for _, r := range drop {
 		set := sets[r.Kind]
 		*set = slices.DeleteFunc(slices.Clone(*set), func(c int32) bool { return c == r.Cap })
@@ -81,6 +90,27 @@ func (fc *fakeCaps) answer(method string) (resp []byte, handled bool, err error)
 		for _, c := range fc.group {
 			r.Capabilities = append(r.Capabilities, &csi.GroupControllerServiceCapability{Type: &csi.GroupControllerServiceCapability_Rpc{
 				Rpc: &csi.GroupControllerServiceCapability_RPC{Type: csi.GroupControllerServiceCapability_RPC_Type(c)}}})
+		}
+		m = r
+	case csispec.V0PluginCaps.Method():
+		r := &csiv0.GetPluginCapabilitiesResponse{}
+		for _, c := range fc.v0Plugin {
+			r.Capabilities = append(r.Capabilities, &csiv0.PluginCapability{Type: &csiv0.PluginCapability_Service_{
+				Service: &csiv0.PluginCapability_Service{Type: csiv0.PluginCapability_Service_Type(c)}}})
+		}
+		m = r
+	case csispec.V0ControllerCaps.Method():
+		r := &csiv0.ControllerGetCapabilitiesResponse{}
+		for _, c := range fc.v0Controller {
+			r.Capabilities = append(r.Capabilities, &csiv0.ControllerServiceCapability{Type: &csiv0.ControllerServiceCapability_Rpc{
+				Rpc: &csiv0.ControllerServiceCapability_RPC{Type: csiv0.ControllerServiceCapability_RPC_Type(c)}}})
+		}
+		m = r
+	case csispec.V0NodeCaps.Method():
+		r := &csiv0.NodeGetCapabilitiesResponse{}
+		for _, c := range fc.v0Node {
+			r.Capabilities = append(r.Capabilities, &csiv0.NodeServiceCapability{Type: &csiv0.NodeServiceCapability_Rpc{
+				Rpc: &csiv0.NodeServiceCapability_RPC{Type: csiv0.NodeServiceCapability_RPC_Type(c)}}})
 		}
 		m = r
 	default:
@@ -248,6 +278,9 @@ var validRequests = map[string]proto.Message{
 	"/csi.v1.SnapshotMetadata/GetMetadataAllocated":          &csi.GetMetadataAllocatedRequest{SnapshotId: "snap-1"},
 	"/csi.v1.SnapshotMetadata/GetMetadataDelta":              &csi.GetMetadataDeltaRequest{BaseSnapshotId: "a", TargetSnapshotId: "b"},
 }
+
+// CSI v0's methods, valid by v0's rules (with a secret, which validation never looks at).
+func init() { maps.Copy(validRequests, testutil.V0Requests(map[string]string{"password": "x"})) }
 
 // TestValidateValidRequestsPass: a valid request of every method passes every rule, with a
 // backend that advertises everything.

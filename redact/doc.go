@@ -6,7 +6,8 @@
 // fields replaced. This package covers what that leaves out:
 //
 //   - fields the spec calls sensitive without marking them (VolumeCapability.MountVolume's
-//     mount_flags), volume_context, publish_context and volume_group_context values (minus
+//     mount_flags, and every secret of CSI v0, which predates the marker), volume_context,
+//     publish_context and volume_group_context values and v0's attributes and publish_info (minus
 //     keys an operator declares safe), the csi-addons VolumeGroup option (vg_csi_secret),
 //     and fields named by configuration (WithSecretFields, for protos without markers);
 //   - messages known only at run time (dynamicpb, descriptors whose options arrive as unknown

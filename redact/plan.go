@@ -168,5 +168,6 @@ func (r *Redactor) isSecretField(fd protoreflect.FieldDescriptor) bool {
 }
 
 func (r *Redactor) isContextField(fd protoreflect.FieldDescriptor) bool {
-	return fd.IsMap() && fd.MapValue().Kind() == protoreflect.StringKind && r.cfg.contextFields[fd.Name()]
+	return fd.IsMap() && fd.MapValue().Kind() == protoreflect.StringKind &&
+		(r.cfg.contextFields[fd.Name()] || r.cfg.contextFullNames[fd.FullName()])
 }

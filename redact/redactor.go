@@ -21,9 +21,10 @@ type redactConfig struct {
 	// secretFields are secret although no option marks them, by full field name.
 	secretFields map[protoreflect.FullName]bool
 	// contextFields are the names (in any message) of string maps whose values are secret
-	// unless their key is in safeContextKeys.
-	contextFields   map[protoreflect.Name]bool
-	safeContextKeys map[string]bool
+	// unless their key is in safeContextKeys; contextFullNames are more such maps, by full name.
+	contextFields    map[protoreflect.Name]bool
+	contextFullNames map[protoreflect.FullName]bool
+	safeContextKeys  map[string]bool
 }
 
 // WithSafeContextKeys names volume_context, publish_context and volume_group_context keys
@@ -40,8 +41,9 @@ func WithSafeContextKeys(keys ...string) Option {
 }
 
 // WithSecretFields marks more fields as secret by full name, e.g.
-// "csi.v0.CreateVolumeRequest.controller_create_secrets" for protos that carry secrets without
-// an option marker. It adds to the built-in list; it cannot unmark a field.
+// "vendor.v1.AttachRequest.credentials", for protos that carry secrets without an option
+// marker (services loaded from descriptor sets). It adds to the built-in list (which names
+// CSI v0's secrets); it cannot unmark a field.
 func WithSecretFields(names ...protoreflect.FullName) Option {
 	return func(c *redactConfig) {
 		for _, n := range names {
@@ -52,8 +54,10 @@ func WithSecretFields(names ...protoreflect.FullName) Option {
 
 // Redactor removes secrets from protobuf messages by schema: a field is secret when it carries
 // the csi_secret option (or the VolumeGroup proposal's vg_csi_secret), when the spec calls it
-// sensitive without marking it (csi.v1.VolumeCapability.MountVolume.mount_flags), or when it is
-// a volume_context, publish_context or volume_group_context map (values only, minus safe keys).
+// sensitive without marking it (csi.v1.VolumeCapability.MountVolume.mount_flags, and every
+// secret of CSI v0, which has no marker: spec_fields.go), or when it is a volume_context,
+// publish_context or volume_group_context map or one of v0's attributes and publish_info maps
+// (values only, minus safe keys).
 // Nested messages, repeated messages and map<_, Message> values are followed to any depth, so
 // new messages are covered without code.
 //
@@ -71,16 +75,19 @@ type Redactor struct {
 // NewRedactor returns a Redactor with the built-in sensitive fields and the given options.
 func NewRedactor(opts ...Option) *Redactor {
 	cfg := redactConfig{
-		secretFields: map[protoreflect.FullName]bool{
-			// "mount_flags MAY contain sensitive information" (spec §CreateVolume), unmarked.
-			"csi.v1.VolumeCapability.MountVolume.mount_flags": true,
-		},
-		contextFields: map[protoreflect.Name]bool{
-			"volume_context":       true,
-			"publish_context":      true,
-			"volume_group_context": true,
-		},
-		safeContextKeys: map[string]bool{},
+		secretFields:     map[protoreflect.FullName]bool{},
+		contextFields:    map[protoreflect.Name]bool{},
+		contextFullNames: map[protoreflect.FullName]bool{},
+		safeContextKeys:  map[string]bool{},
+	}
+	for _, n := range specSecretFields {
+		cfg.secretFields[n] = true
+	}
+	for _, n := range specContextFieldNames {
+		cfg.contextFields[n] = true
+	}
+	for _, n := range specContextFields {
+		cfg.contextFullNames[n] = true
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -21,61 +21,65 @@ const otlpTracesPath = "/v1/traces"
 // newExporter builds the exporter kind names; nil for none. The OTLP exporters read the
 // OTEL_EXPORTER_OTLP_* variables themselves; the options given here override them.
 func newExporter(ctx context.Context, kind string, cfg Config, w io.Writer) (sdktrace.SpanExporter, error) {
+	var e sdktrace.SpanExporter
+	var err error
 	switch kind {
 	case ExporterNone:
 		return nil, nil
 	case ExporterStdout:
-		e, err := stdouttrace.New(stdouttrace.WithWriter(w))
-		if err != nil {
-			return nil, fmt.Errorf("tracing.exporter: stdout: %w", err)
+		e, err = stdouttrace.New(stdouttrace.WithWriter(w))
+	case ExporterOTLP, ExporterOTLPHTTP:
+		ep, perr := parseEndpoint(cfg)
+		if perr != nil {
+			return nil, perr
 		}
-		return e, nil
-	case ExporterOTLP:
-		var opts []otlptracegrpc.Option
-		ep, err := parseEndpoint(cfg)
-		if err != nil {
-			return nil, err
+		if kind == ExporterOTLP {
+			e, err = otlptracegrpc.New(ctx, ep.grpcOptions(cfg.Insecure)...)
+		} else {
+			e, err = otlptracehttp.New(ctx, ep.httpOptions(cfg.Insecure)...)
 		}
-		switch {
-		case ep.url != nil:
-			opts = append(opts, otlptracegrpc.WithEndpointURL(ep.url.String()))
-		case ep.hostPort != "":
-			opts = append(opts, otlptracegrpc.WithEndpoint(ep.hostPort))
-		}
-		if cfg.Insecure {
-			opts = append(opts, otlptracegrpc.WithInsecure())
-		}
-		e, err := otlptracegrpc.New(ctx, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("tracing.exporter: otlp: %w", err)
-		}
-		return e, nil
-	case ExporterOTLPHTTP:
-		var opts []otlptracehttp.Option
-		ep, err := parseEndpoint(cfg)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case ep.url != nil:
-			u := *ep.url
-			if u.Path == "" || u.Path == "/" {
-				u.Path = otlpTracesPath // a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
-			}
-			opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
-		case ep.hostPort != "":
-			opts = append(opts, otlptracehttp.WithEndpoint(ep.hostPort))
-		}
-		if cfg.Insecure {
-			opts = append(opts, otlptracehttp.WithInsecure())
-		}
-		e, err := otlptracehttp.New(ctx, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("tracing.exporter: otlphttp: %w", err)
-		}
-		return e, nil
+	default:
+		return nil, fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp, stdout or console", kind)
 	}
-	return nil, fmt.Errorf("tracing.exporter: %q is not none, otlp, otlphttp, stdout or console", kind)
+	if err != nil {
+		return nil, fmt.Errorf("tracing.exporter: %s: %w", kind, err)
+	}
+	return e, nil
+}
+
+// grpcOptions are the otlp exporter's options for ep.
+func (ep endpoint) grpcOptions(insecure bool) []otlptracegrpc.Option {
+	var opts []otlptracegrpc.Option
+	switch {
+	case ep.url != nil:
+		opts = append(opts, otlptracegrpc.WithEndpointURL(ep.url.String()))
+	case ep.hostPort != "":
+		opts = append(opts, otlptracegrpc.WithEndpoint(ep.hostPort))
+	}
+	if insecure {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	return opts
+}
+
+// httpOptions are the otlphttp exporter's options for ep: a URL without a path is a base
+// URL, as in OTEL_EXPORTER_OTLP_ENDPOINT, to which the traces' path is added.
+func (ep endpoint) httpOptions(insecure bool) []otlptracehttp.Option {
+	var opts []otlptracehttp.Option
+	switch {
+	case ep.url != nil:
+		u := *ep.url
+		if u.Path == "" || u.Path == "/" {
+			u.Path = otlpTracesPath
+		}
+		opts = append(opts, otlptracehttp.WithEndpointURL(u.String()))
+	case ep.hostPort != "":
+		opts = append(opts, otlptracehttp.WithEndpoint(ep.hostPort))
+	}
+	if insecure {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	return opts
 }
 
 // endpoint is a checked Config.Endpoint: a URL or host:port, or neither when it is empty.

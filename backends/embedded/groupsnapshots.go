@@ -46,31 +46,18 @@ func (g *groupControllerServer) GroupControllerGetCapabilities(context.Context, 
 // (FAILED_PRECONDITION) when two or more sources are published read-write: only then can
 // writes land on two members between their copies.
 func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
-	a := g.a
-	if err := checkName("name", req.GetName()); err != nil {
+	if err := firstError(createGroupSnapshotChecks(req)...); err != nil {
 		return nil, err
 	}
-	if err := checkIDs("source_volume_ids", req.GetSourceVolumeIds(), true); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", req.GetParameters(), snapshotParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var out *csi.VolumeGroupSnapshot
-	var createdImages []string
-	err := a.update(func(s *state) error {
-		if gs := s.groupSnapshotByName(req.GetName()); gs != nil {
+	out, err := createWithImages(g.a, func(s *state, images *[]string) (*csi.VolumeGroupSnapshot, error) {
+		if gs := byName(s.GroupSnapshots, req.GetName()); gs != nil {
 			if err := groupSnapshotCompatible(s, gs, req); err != nil {
-				return err
+				return nil, err
 			}
-			out = a.csiGroupSnapshot(s, gs)
-			return nil
+			return g.a.csiGroupSnapshot(s, gs), nil
 		}
 		if err := checkSnapshotTogether(s, req.GetSourceVolumeIds()); err != nil {
-			return err
+			return nil, err
 		}
 		gs := &groupSnapshot{
 			ID:              newID("gsnap-"),
@@ -79,24 +66,17 @@ func (g *groupControllerServer) CreateVolumeGroupSnapshot(_ context.Context, req
 			CreatedAt:       time.Now().UTC(),
 		}
 		for _, volID := range gs.SourceVolumeIDs {
-			sn, path, err := a.cutSnapshot(s, gs.Name+memberNameSeparator+volID, volID, gs.ID)
-			if path != "" {
-				createdImages = append(createdImages, path)
-			}
+			sn, err := g.a.cutSnapshot(s, gs.Name+memberNameSeparator+volID, volID, gs.ID, images)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			sn.Parameters = maps.Clone(req.GetParameters())
 			gs.SnapshotIDs = append(gs.SnapshotIDs, sn.ID)
 		}
 		s.GroupSnapshots[gs.ID] = gs
-		out = a.csiGroupSnapshot(s, gs)
-		return nil
+		return g.a.csiGroupSnapshot(s, gs), nil
 	})
 	if err != nil {
-		for _, path := range createdImages { // the state that would have named them was not written
-			a.images.remove(path)
-		}
 		return nil, err
 	}
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: out}, nil
@@ -143,67 +123,50 @@ func checkSnapshotTogether(s *state, volIDs []string) error {
 }
 
 func (g *groupControllerServer) DeleteVolumeGroupSnapshot(_ context.Context, req *csi.DeleteVolumeGroupSnapshotRequest) (*csi.DeleteVolumeGroupSnapshotResponse, error) {
-	a := g.a
 	id := req.GetGroupSnapshotId()
-	if err := checkRequired("group_snapshot_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkIDs("snapshot_ids", req.GetSnapshotIds(), false); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var deleted []string
-	err := a.update(func(s *state) error {
-		gs := s.GroupSnapshots[id]
-		if gs == nil {
-			return nil // already gone: OK, as the spec requires
-		}
+	return respond(&csi.DeleteVolumeGroupSnapshotResponse{}, deleteRecord(g.a, id, groupSnapshotsOf, func(s *state, gs *groupSnapshot) ([]string, error) {
 		if err := checkMembers(gs, req.GetSnapshotIds()); err != nil {
-			return err
+			return nil, err
 		}
 		for _, snapID := range gs.SnapshotIDs {
 			delete(s.Snapshots, snapID)
 		}
 		delete(s.GroupSnapshots, id)
-		deleted = gs.SnapshotIDs
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.removeDeletedImages("snapshot", a.images.snapshotPath, deleted, "group_snapshot_id", id)
-	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
+		return gs.SnapshotIDs, nil
+	}, "snapshot", g.a.images.snapshotPath, []any{"group_snapshot_id", id}, groupSnapshotChecks(req)...))
 }
 
 func (g *groupControllerServer) GetVolumeGroupSnapshot(_ context.Context, req *csi.GetVolumeGroupSnapshotRequest) (*csi.GetVolumeGroupSnapshotResponse, error) {
-	id := req.GetGroupSnapshotId()
-	if err := checkRequired("group_snapshot_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkIDs("snapshot_ids", req.GetSnapshotIds(), false); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var out *csi.VolumeGroupSnapshot
-	err := g.a.view(func(s *state) error {
-		gs := s.GroupSnapshots[id]
-		if gs == nil {
-			return notFound("group snapshot", id)
-		}
+	return getRecord(g.a, "group snapshot", req.GetGroupSnapshotId(), groupSnapshotsOf, func(s *state, gs *groupSnapshot) (*csi.GetVolumeGroupSnapshotResponse, error) {
 		if err := checkMembers(gs, req.GetSnapshotIds()); err != nil {
-			return err
+			return nil, err
 		}
-		out = g.a.csiGroupSnapshot(s, gs)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: g.a.csiGroupSnapshot(s, gs)}, nil
+	}, groupSnapshotChecks(req)...)
+}
+
+// createGroupSnapshotChecks are the field checks of CreateVolumeGroupSnapshot, in order.
+func createGroupSnapshotChecks(req *csi.CreateVolumeGroupSnapshotRequest) []error {
+	return []error{
+		checkName("name", req.GetName()),
+		checkIDs("source_volume_ids", req.GetSourceVolumeIds(), true),
+		checkParameters("parameters", req.GetParameters(), snapshotParameterKeys),
+		checkMap("secrets", req.GetSecrets()),
 	}
-	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: out}, nil
+}
+
+// groupSnapshotChecks are the field checks of DeleteVolumeGroupSnapshot and
+// GetVolumeGroupSnapshot, in order.
+func groupSnapshotChecks(req interface {
+	GetGroupSnapshotId() string
+	GetSnapshotIds() []string
+	GetSecrets() map[string]string
+}) []error {
+	return []error{
+		checkRequired("group_snapshot_id", req.GetGroupSnapshotId()),
+		checkIDs("snapshot_ids", req.GetSnapshotIds(), false),
+		checkMap("secrets", req.GetSecrets()),
+	}
 }
 
 // checkMembers fails with INVALID_ARGUMENT ("snapshot list mismatch") when snapshot_ids is

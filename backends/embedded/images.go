@@ -45,46 +45,23 @@ func (im *images) snapshotPath(id string) string {
 // create makes an image of size bytes at path: a copy of src when src is not empty, sparse
 // zeros otherwise. An image already at path is replaced.
 func (im *images) create(path, src string, size int64) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp) // no-op after the rename
-	if src != "" {
-		if err := copySparse(f, src); err != nil {
-			f.Close()
-			return fmt.Errorf("copy %s: %w", filepath.Base(src), err)
+	return replaceFile(path, func(f *os.File) error {
+		if src != "" {
+			if err := copySparse(f, src); err != nil {
+				return fmt.Errorf("copy %s: %w", filepath.Base(src), err)
+			}
 		}
-	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+		return f.Truncate(size)
+	})
 }
 
 // grow extends the image at path to size bytes; it never shrinks one.
 func (im *images) grow(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, fi, err := openStat(path, os.O_RDWR)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	if fi.Size() >= size {
 		return nil
 	}
@@ -142,18 +119,29 @@ func (im *images) collectGarbage(s *state) ([]string, error) {
 	return removed, err
 }
 
+// openStat opens path with flag and returns the file, which the caller closes, with what it
+// is.
+func openStat(path string, flag int) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // copySparse copies src into dst extent by extent, so holes stay holes: a 10 GiB sparse
 // image with 1 MiB of data costs 1 MiB to copy.
 func copySparse(dst *os.File, src string) error {
-	in, err := os.Open(src)
+	in, fi, err := openStat(src, os.O_RDONLY)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
 	size := fi.Size()
 	fd := int(in.Fd())
 	for off := int64(0); off < size; {

@@ -58,13 +58,9 @@ var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 }
 
 func (n *nodeService) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	caps := make([]*csi.NodeServiceCapability, 0, len(nodeCapabilities))
-	for _, t := range nodeCapabilities {
-		caps = append(caps, &csi.NodeServiceCapability{
-			Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}},
-		})
-	}
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: each(nodeCapabilities, func(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapability {
+		return &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}}
+	})}, nil
 }
 
 func (n *nodeService) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
@@ -168,6 +164,40 @@ func (n *nodeService) beginUndo(ctx context.Context, id, field, path string) (re
 		return "", nil, err
 	}
 	return resolvePath(path), unlock, nil
+}
+
+// mountCall is a NodeStageVolume or NodePublishVolume under way: the volume's record, read
+// under its lock, and what the request asks of the mount beyond its capability.
+type mountCall struct {
+	vol     nodeVolume
+	opts    mountOptions
+	askedRO bool // publish_context "readonly", or "ro" among the mount flags
+	unlock  func()
+}
+
+// beginMount starts NodeStageVolume or NodePublishVolume of volume id with capability c: the
+// check of the path the call mounts at, c's (checkNodeCapability), then the call's further
+// checks (INVALID_ARGUMENT or FAILED_PRECONDITION, the first that failed), its mount request
+// (mountRequest), the volume's lock and record (NOT_FOUND) and FAILED_PRECONDITION when this
+// process cannot mount or lacks one of tools, in that order. The caller must call the
+// result's unlock; on failure the lock is already released.
+func (n *nodeService) beginMount(ctx context.Context, id string, c *csi.VolumeCapability, publishContext map[string]string, tools []string, pathCheck error, checks ...error) (mountCall, error) {
+	if err := firstError(append([]error{pathCheck, checkNodeCapability("volume_capability", c)}, checks...)...); err != nil {
+		return mountCall{}, err
+	}
+	opts, askedRO, err := mountRequest(c, publishContext)
+	if err != nil {
+		return mountCall{}, err
+	}
+	vol, unlock, err := n.lockedVolume(ctx, id)
+	if err != nil {
+		return mountCall{}, err
+	}
+	if err := n.mayMount(tools...); err != nil {
+		unlock()
+		return mountCall{}, err
+	}
+	return mountCall{vol: vol, opts: opts, askedRO: askedRO, unlock: unlock}, nil
 }
 
 // mayMount fails with FAILED_PRECONDITION when this process cannot mount or lacks a tool the

@@ -20,11 +20,8 @@ import (
 // online: FAILED_PRECONDITION; it grows when next staged read-write.
 func (n *nodeService) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	if err := checkRequired("volume_id", id); err != nil {
+	if err := checkVolumeAndPath(id, path); err != nil {
 		return nil, err
-	}
-	if path == "" {
-		return nil, invalid("volume_path is required")
 	}
 	if c := req.GetVolumeCapability(); c != nil {
 		if err := capabilityProblem(c); err != nil {

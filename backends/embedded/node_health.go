@@ -11,13 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Reasons of the node's view of a volume's health, besides those of the image (health.go).
-const (
-	reasonNotStaged      = "NotStaged"
-	reasonNotPublished   = "NotPublished"
-	reasonBecameReadOnly = "BecameReadOnly"
-)
-
 // NodeGetVolumeHealth reports a volume's health as this node sees it: the image checks of
 // ControllerGetVolumeHealth (the node reads the volume through its image), and for every
 // place asked about, whether the volume is still there (its file system mounted, or its
@@ -93,6 +86,13 @@ func (n *nodeService) recordedPlaces(id string) []healthPlace {
 	}
 	return out
 }
+
+// Reasons of the node's view of a place, besides those of the image (health.go).
+const (
+	reasonNotStaged      = "NotStaged"
+	reasonNotPublished   = "NotPublished"
+	reasonBecameReadOnly = "BecameReadOnly"
+)
 
 // checkPlace adds to h what is wrong with vol at p. It fails only when it cannot look.
 func (n *nodeService) checkPlace(ctx context.Context, h *healthReport, vol nodeVolume, p healthPlace) error {

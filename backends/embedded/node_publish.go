@@ -28,41 +28,25 @@ import (
 // spec's NodePublishVolume section). Not staged: FAILED_PRECONDITION.
 func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	id, c := req.GetVolumeId(), req.GetVolumeCapability()
-	if err := checkVolumeAt(id, "target_path", req.GetTargetPath()); err != nil {
-		return nil, err
-	}
-	if err := checkNodeCapability("volume_capability", c); err != nil {
-		return nil, err
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: this node service stages volumes (STAGE_UNSTAGE_VOLUME), so call NodeStageVolume first and pass its staging_target_path")
-	}
-	if err := checkNodePath("staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return nil, err
-	}
-	opts, askedRO, err := mountRequest(c, req.GetPublishContext())
+	m, err := n.beginMount(ctx, id, c, req.GetPublishContext(), []string{"losetup"},
+		checkVolumeAt(id, "target_path", req.GetTargetPath()),
+		stagedFirst(req.GetStagingTargetPath()),
+		checkNodePath("staging_target_path", req.GetStagingTargetPath()))
 	if err != nil {
 		return nil, err
 	}
-	vol, unlock, err := n.lockedVolume(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := n.mayMount("losetup"); err != nil {
-		return nil, err
-	}
+	defer m.unlock()
 	p := publishRequest{
-		vol:     vol,
+		vol:     m.vol,
 		staging: resolvePath(req.GetStagingTargetPath()),
 		target:  resolvePath(req.GetTargetPath()),
 		use: nodeUse{
 			capability: c,
-			readonly:   req.GetReadonly() || askedRO || isReadOnlyMode(c.GetAccessMode().GetMode()),
+			readonly:   req.GetReadonly() || m.askedRO || isReadOnlyMode(c.GetAccessMode().GetMode()),
 		},
-		opts: opts,
+		opts: m.opts,
 	}
-	if p.tab, p.devs, err = n.snapshot(ctx, vol); err != nil {
+	if p.tab, p.devs, err = n.snapshot(ctx, m.vol); err != nil {
 		return nil, nodeStatus(err)
 	}
 	if isBlock(c) {
@@ -74,6 +58,15 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csi.NodePublis
 		return nil, nodeStatus(err)
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// stagedFirst fails with FAILED_PRECONDITION when a NodePublishVolume names no
+// staging_target_path: this node service stages volumes.
+func stagedFirst(staging string) error {
+	if staging == "" {
+		return status.Error(codes.FailedPrecondition, "staging_target_path is required: this node service stages volumes (STAGE_UNSTAGE_VOLUME), so call NodeStageVolume first and pass its staging_target_path")
+	}
+	return nil
 }
 
 // publishRequest is one NodePublishVolume call, with the mount table and the volume's loop
@@ -103,14 +96,8 @@ func (n *nodeService) publishMount(p publishRequest) error {
 		return p.notStaged()
 	}
 	p.use.readonly = p.use.readonly || readOnlyMount(staged)
-	if done, err := n.publishedAlready(p); done {
-		return err
-	}
-	if err := n.checkOtherTargets(p); err != nil {
-		return err
-	}
-	created, err := makeTarget(p.target, "dir")
-	if err != nil {
+	done, created, err := n.newTarget(p, "dir")
+	if done || err != nil {
 		return err
 	}
 	if err := bindMount(p.staging, p.target, p.opts.withReadonly(p.use.readonly)); err != nil {
@@ -135,14 +122,8 @@ func (n *nodeService) publishBlock(ctx context.Context, p publishRequest) (err e
 		return p.notStaged()
 	}
 	p.use.readonly = p.use.readonly || staged.readonly
-	if done, err := n.publishedAlready(p); done {
-		return err
-	}
-	if err := n.checkOtherTargets(p); err != nil {
-		return err
-	}
-	created, err := makeTarget(p.target, "file")
-	if err != nil {
+	done, created, err := n.newTarget(p, "file")
+	if done || err != nil {
 		return err
 	}
 	defer func() {
@@ -162,6 +143,21 @@ func (n *nodeService) publishBlock(ctx context.Context, p publishRequest) (err e
 	}
 	n.records.setPublication(p.vol.id, p.target, p.use)
 	return nil
+}
+
+// newTarget does what a publication does once it knows the volume is staged for it: it
+// answers one already there with the same use (done, with publishedAlready's error), refuses
+// one that conflicts with the volume's other targets, and creates the target, a kind
+// ("dir" or "file"), saying whether it did (created).
+func (n *nodeService) newTarget(p publishRequest, kind string) (done, created bool, err error) {
+	if done, err := n.publishedAlready(p); done {
+		return true, false, err
+	}
+	if err := n.checkOtherTargets(p); err != nil {
+		return false, false, err
+	}
+	created, err = makeTarget(p.target, kind)
+	return false, created, err
 }
 
 // publishedOtherwise fails with ALREADY_EXISTS when the volume is published at the target

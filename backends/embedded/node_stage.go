@@ -25,28 +25,16 @@ import (
 // Staged already with the same capability: OK. Staged at that path otherwise: ALREADY_EXISTS.
 func (n *nodeService) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	id, c := req.GetVolumeId(), req.GetVolumeCapability()
-	if err := checkVolumeAt(id, "staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return nil, err
-	}
-	if err := checkNodeCapability("volume_capability", c); err != nil {
-		return nil, err
-	}
-	opts, askedRO, err := mountRequest(c, req.GetPublishContext())
-	if err != nil {
-		return nil, err
-	}
-	vol, unlock, err := n.lockedVolume(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
 	tools := []string{"losetup"}
 	if !isBlock(c) {
 		tools = append(tools, "blkid", "mkfs.ext4", "e2fsck", "resize2fs")
 	}
-	if err := n.mayMount(tools...); err != nil {
+	m, err := n.beginMount(ctx, id, c, req.GetPublishContext(), tools,
+		checkVolumeAt(id, "staging_target_path", req.GetStagingTargetPath()))
+	if err != nil {
 		return nil, err
 	}
+	defer m.unlock()
 	staging := resolvePath(req.GetStagingTargetPath())
 	switch kind, err := existsAs(staging); {
 	case err != nil:
@@ -56,11 +44,11 @@ func (n *nodeService) NodeStageVolume(ctx context.Context, req *csi.NodeStageVol
 	case kind != "dir":
 		return nil, status.Errorf(codes.FailedPrecondition, "staging_target_path %q is not a directory; CSI requires one", staging)
 	}
-	use := nodeUse{capability: c, readonly: askedRO}
+	use := nodeUse{capability: c, readonly: m.askedRO}
 	if isBlock(c) {
-		err = n.stageBlock(ctx, vol, staging, use)
+		err = n.stageBlock(ctx, m.vol, staging, use)
 	} else {
-		err = n.stageMount(ctx, vol, staging, use, opts)
+		err = n.stageMount(ctx, m.vol, staging, use, m.opts)
 	}
 	if err != nil {
 		return nil, nodeStatus(err)

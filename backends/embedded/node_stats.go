@@ -23,11 +23,8 @@ type fsUsage struct {
 // volume's) is NOT_FOUND, the spec's "does not exist on specified volume_path".
 func (n *nodeService) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	if err := checkRequired("volume_id", id); err != nil {
+	if err := checkVolumeAndPath(id, path); err != nil {
 		return nil, err
-	}
-	if path == "" {
-		return nil, invalid("volume_path is required")
 	}
 	vol, err := n.volume(id)
 	if err != nil {

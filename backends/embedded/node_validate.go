@@ -39,6 +39,19 @@ func checkVolumeAt(id, field, path string) error {
 	return checkNodePath(field, path)
 }
 
+// checkVolumeAndPath checks the volume_id and volume_path of NodeExpandVolume and
+// NodeGetVolumeStats: both required. A path where the volume is not is NOT_FOUND, found
+// later, not INVALID_ARGUMENT.
+func checkVolumeAndPath(id, path string) error {
+	if err := checkRequired("volume_id", id); err != nil {
+		return err
+	}
+	if path == "" {
+		return invalid("volume_path is required")
+	}
+	return nil
+}
+
 // checkNodeCapability checks the volume_capability of NodeStageVolume and NodePublishVolume.
 // A missing or malformed capability is INVALID_ARGUMENT; one that is well formed but that the
 // volume cannot serve (an access mode or fs_type the appliance does not offer) is

@@ -17,58 +17,44 @@ var snapshotParameterKeys = []string{"retention"}
 
 func (c *controllerServer) CreateSnapshot(_ context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	a := c.a
-	if err := checkName("name", req.GetName()); err != nil {
+	err := firstError(
+		checkName("name", req.GetName()),
+		checkRequired("source_volume_id", req.GetSourceVolumeId()),
+		checkParameters("parameters", req.GetParameters(), snapshotParameterKeys),
+		checkMap("secrets", req.GetSecrets()),
+		// Every snapshot is usable from the appliance's one zone only, an existing one too: a
+		// requisite without that zone is refused, repeated call or not.
+		a.checkAccessibility(req.GetAccessibilityRequirements()))
+	if err != nil {
 		return nil, err
 	}
-	if err := checkRequired("source_volume_id", req.GetSourceVolumeId()); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", req.GetParameters(), snapshotParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	// Every snapshot is usable from the appliance's one zone only, an existing one too: a
-	// requisite without that zone is refused, repeated call or not.
-	if err := a.checkAccessibility(req.GetAccessibilityRequirements()); err != nil {
-		return nil, err
-	}
-	var out *snapshot
-	var createdImage string
-	err := a.update(func(s *state) error {
-		if sn := s.snapshotByName(req.GetName()); sn != nil {
+	out, err := createWithImages(a, func(s *state, images *[]string) (*snapshot, error) {
+		if sn := byName(s.Snapshots, req.GetName()); sn != nil {
 			if sn.SourceVolumeID != req.GetSourceVolumeId() {
-				return status.Errorf(codes.AlreadyExists, "snapshot %q already exists as %s of volume %s, not of %s; use another name", sn.Name, sn.ID, sn.SourceVolumeID, req.GetSourceVolumeId())
+				return nil, status.Errorf(codes.AlreadyExists, "snapshot %q already exists as %s of volume %s, not of %s; use another name", sn.Name, sn.ID, sn.SourceVolumeID, req.GetSourceVolumeId())
 			}
-			out = sn
-			return nil
+			return sn, nil
 		}
-		sn, path, err := a.cutSnapshot(s, req.GetName(), req.GetSourceVolumeId(), "")
-		createdImage = path
+		sn, err := a.cutSnapshot(s, req.GetName(), req.GetSourceVolumeId(), "", images)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sn.Parameters = req.GetParameters()
-		out = sn
-		return nil
+		return sn, nil
 	})
 	if err != nil {
-		if createdImage != "" {
-			a.images.remove(createdImage)
-		}
 		return nil, err
 	}
 	return &csi.CreateSnapshotResponse{Snapshot: a.csiSnapshot(out)}, nil
 }
 
 // cutSnapshot copies the image of volume volID into a new snapshot named name, adds it to s
-// and returns it with the path of its image (set as soon as the image exists, so the caller
-// can remove it if the state is not written).
-func (a *Appliance) cutSnapshot(s *state, name, volID, groupSnapshotID string) (*snapshot, string, error) {
+// and returns it, the path of its image added to images as soon as the image exists (so the
+// caller can remove it if the state is not written).
+func (a *Appliance) cutSnapshot(s *state, name, volID, groupSnapshotID string, images *[]string) (*snapshot, error) {
 	v := s.Volumes[volID]
 	if v == nil {
-		return nil, "", notFound("source volume", volID)
+		return nil, notFound("source volume", volID)
 	}
 	sn := &snapshot{
 		ID:              newID("snap-"),
@@ -81,10 +67,11 @@ func (a *Appliance) cutSnapshot(s *state, name, volID, groupSnapshotID string) (
 	}
 	path := a.images.snapshotPath(sn.ID)
 	if err := a.images.create(path, a.images.volumePath(volID), v.CapacityBytes); err != nil {
-		return nil, "", status.Errorf(codes.Internal, "copy volume %s into snapshot %q: %v", volID, name, err)
+		return nil, status.Errorf(codes.Internal, "copy volume %s into snapshot %q: %v", volID, name, err)
 	}
+	*images = append(*images, path)
 	s.Snapshots[sn.ID] = sn
-	return sn, path, nil
+	return sn, nil
 }
 
 // csiSnapshot renders a snapshot record for a response. A snapshot is usable where its
@@ -102,64 +89,33 @@ func (a *Appliance) csiSnapshot(sn *snapshot) *csi.Snapshot {
 }
 
 func (c *controllerServer) DeleteSnapshot(_ context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
-	a := c.a
 	id := req.GetSnapshotId()
-	if err := checkRequired("snapshot_id", id); err != nil {
-		return nil, err
-	}
-	var deleted []string
-	err := a.update(func(s *state) error {
-		sn := s.Snapshots[id]
-		if sn == nil {
-			return nil // already gone: OK
-		}
+	return respond(&csi.DeleteSnapshotResponse{}, deleteOne(c.a, "snapshot", "snapshot_id", id, snapshotsOf, c.a.images.snapshotPath, func(sn *snapshot) error {
 		if sn.GroupSnapshotID != "" {
 			return status.Errorf(codes.InvalidArgument, "snapshot %s is part of group snapshot %s; delete the group snapshot instead", id, sn.GroupSnapshotID)
 		}
-		delete(s.Snapshots, id)
-		deleted = []string{id}
 		return nil
+	}))
+}
+
+func (c *controllerServer) ListSnapshots(_ context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	entries, next, err := listPage(c.a, "snapshots", func(s *state) []*snapshot {
+		return slices.DeleteFunc(slices.Collect(maps.Values(s.Snapshots)), func(sn *snapshot) bool {
+			return (req.GetSnapshotId() != "" && sn.ID != req.GetSnapshotId()) ||
+				(req.GetSourceVolumeId() != "" && sn.SourceVolumeID != req.GetSourceVolumeId())
+		})
+	}, req.GetStartingToken(), req.GetMaxEntries(), func(_ *state, sn *snapshot) *csi.ListSnapshotsResponse_Entry {
+		return &csi.ListSnapshotsResponse_Entry{Snapshot: c.a.csiSnapshot(sn)}
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.removeDeletedImages("snapshot", a.images.snapshotPath, deleted)
-	return &csi.DeleteSnapshotResponse{}, nil
-}
-
-func (c *controllerServer) ListSnapshots(_ context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
-	var out *csi.ListSnapshotsResponse
-	err := c.a.view(func(s *state) error {
-		all := slices.Collect(maps.Values(s.Snapshots))
-		all = slices.DeleteFunc(all, func(sn *snapshot) bool {
-			return (req.GetSnapshotId() != "" && sn.ID != req.GetSnapshotId()) ||
-				(req.GetSourceVolumeId() != "" && sn.SourceVolumeID != req.GetSourceVolumeId())
-		})
-		snaps, next, err := page("snapshots", all, func(sn *snapshot) int64 { return sn.Seq }, req.GetStartingToken(), req.GetMaxEntries())
-		if err != nil {
-			return err
-		}
-		out = &csi.ListSnapshotsResponse{NextToken: next}
-		for _, sn := range snaps {
-			out.Entries = append(out.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: c.a.csiSnapshot(sn)})
-		}
-		return nil
-	})
-	return out, err
+	return &csi.ListSnapshotsResponse{Entries: entries, NextToken: next}, nil
 }
 
 func (c *controllerServer) GetSnapshot(_ context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
-	if err := checkRequired("snapshot_id", req.GetSnapshotId()); err != nil {
-		return nil, err
-	}
-	var out *csi.GetSnapshotResponse
-	err := c.a.view(func(s *state) error {
-		sn := s.Snapshots[req.GetSnapshotId()]
-		if sn == nil {
-			return notFound("snapshot", req.GetSnapshotId())
-		}
-		out = &csi.GetSnapshotResponse{Snapshot: c.a.csiSnapshot(sn)}
-		return nil
-	})
-	return out, err
+	id := req.GetSnapshotId()
+	return getRecord(c.a, "snapshot", id, snapshotsOf, func(_ *state, sn *snapshot) (*csi.GetSnapshotResponse, error) {
+		return &csi.GetSnapshotResponse{Snapshot: c.a.csiSnapshot(sn)}, nil
+	}, checkRequired("snapshot_id", id))
 }

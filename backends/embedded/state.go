@@ -110,41 +110,21 @@ func (s *state) nextSeq() int64 {
 	return s.Seq
 }
 
-func (s *state) volumeByName(name string) *volume {
-	for _, v := range s.Volumes {
-		if v.Name == name {
-			return v
+// byName returns the record of m named name (a create's name seen before), or nil.
+func byName[T interface{ recordName() string }](m map[string]T, name string) T {
+	for _, r := range m {
+		if r.recordName() == name {
+			return r
 		}
 	}
-	return nil
+	var none T
+	return none
 }
 
-func (s *state) snapshotByName(name string) *snapshot {
-	for _, sn := range s.Snapshots {
-		if sn.Name == name {
-			return sn
-		}
-	}
-	return nil
-}
-
-func (s *state) groupByName(name string) *volumeGroup {
-	for _, g := range s.Groups {
-		if g.Name == name {
-			return g
-		}
-	}
-	return nil
-}
-
-func (s *state) groupSnapshotByName(name string) *groupSnapshot {
-	for _, g := range s.GroupSnapshots {
-		if g.Name == name {
-			return g
-		}
-	}
-	return nil
-}
+func (v *volume) recordName() string         { return v.Name }
+func (sn *snapshot) recordName() string      { return sn.Name }
+func (vg *volumeGroup) recordName() string   { return vg.Name }
+func (gs *groupSnapshot) recordName() string { return gs.Name }
 
 // usedBytes is the sum of all volume capacities.
 func (s *state) usedBytes() int64 {

@@ -37,17 +37,23 @@ func saveState(dir string, s *state) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, stateFileName), b)
+	return replaceFile(filepath.Join(dir, stateFileName), func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
 }
 
-func writeFileAtomic(path string, data []byte) error {
+// replaceFile writes a new file at path with fill, durably: into a temporary file beside it
+// (mode 0600), synced, renamed over path, and the directory synced. A failure leaves path as
+// it was and removes the temporary file.
+func replaceFile(path string, fill func(f *os.File) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
+	if err := fill(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

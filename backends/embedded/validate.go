@@ -22,6 +22,17 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
+// firstError returns the first error of errs that is not nil: the checks of a request's
+// fields, each evaluated (they only read the request), reported in the order given.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkRequired fails when a REQUIRED string field is empty or longer than the spec allows.
 func checkRequired(field, value string) error {
 	if value == "" {

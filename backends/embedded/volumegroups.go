@@ -30,24 +30,10 @@ var volumeGroupParameterKeys = []string{"description"}
 // ALREADY_EXISTS otherwise. A listed volume that does not exist is NOT_FOUND; one that
 // belongs to another group is FAILED_PRECONDITION ("volumes cannot be grouped together").
 func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegroup.CreateVolumeGroupRequest) (*volumegroup.CreateVolumeGroupResponse, error) {
-	a := g.a
-	if err := checkName("name", req.GetName()); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkIDs("volume_ids", req.GetVolumeIds(), false); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var out *volumegroup.VolumeGroup
-	err := a.update(func(s *state) error {
-		vg := s.groupByName(req.GetName())
+	vg, err := g.changeGroup(func(s *state) (*volumeGroup, error) {
+		vg := byName(s.Groups, req.GetName())
 		if vg != nil && !maps.Equal(vg.Parameters, req.GetParameters()) {
-			return status.Errorf(codes.AlreadyExists, "volume group %q already exists as %s with different parameters; use another name or the same arguments", vg.Name, vg.ID)
+			return nil, status.Errorf(codes.AlreadyExists, "volume group %q already exists as %s with different parameters; use another name or the same arguments", vg.Name, vg.ID)
 		}
 		if vg == nil {
 			vg = &volumeGroup{
@@ -59,16 +45,12 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 			}
 			s.Groups[vg.ID] = vg
 		}
-		if err := join(s, vg, req.GetVolumeIds(), codes.FailedPrecondition); err != nil {
-			return err
-		}
-		out = a.csiVolumeGroup(s, vg)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &volumegroup.CreateVolumeGroupResponse{VolumeGroup: out}, nil
+		return vg, join(s, vg, req.GetVolumeIds(), codes.FailedPrecondition)
+	}, checkName("name", req.GetName()),
+		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
+		checkIDs("volume_ids", req.GetVolumeIds(), false),
+		checkMap("secrets", req.GetSecrets()))
+	return respond(&volumegroup.CreateVolumeGroupResponse{VolumeGroup: vg}, err)
 }
 
 // ModifyVolumeGroupMembership makes volume_ids the group's whole membership: listed volumes
@@ -76,28 +58,14 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 // volume is NOT_FOUND; a volume in another group is INVALID_ARGUMENT, the code the proposal
 // gives for a volume the plugin cannot add. Parameters, if any, are merged into the group's.
 func (g *volumeGroupServer) ModifyVolumeGroupMembership(_ context.Context, req *volumegroup.ModifyVolumeGroupMembershipRequest) (*volumegroup.ModifyVolumeGroupMembershipResponse, error) {
-	a := g.a
 	id := req.GetVolumeGroupId()
-	if err := checkRequired("volume_group_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkIDs("volume_ids", req.GetVolumeIds(), false); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var out *volumegroup.VolumeGroup
-	err := a.update(func(s *state) error {
+	vg, err := g.changeGroup(func(s *state) (*volumeGroup, error) {
 		vg := s.Groups[id]
 		if vg == nil {
-			return notFound("volume group", id)
+			return nil, notFound("volume group", id)
 		}
 		if err := join(s, vg, req.GetVolumeIds(), codes.InvalidArgument); err != nil {
-			return err
+			return nil, err
 		}
 		for _, v := range members(s, id) {
 			if !slices.Contains(req.GetVolumeIds(), v.ID) {
@@ -110,13 +78,34 @@ func (g *volumeGroupServer) ModifyVolumeGroupMembership(_ context.Context, req *
 			}
 			maps.Copy(vg.Parameters, req.GetParameters())
 		}
-		out = a.csiVolumeGroup(s, vg)
+		return vg, nil
+	}, checkRequired("volume_group_id", id),
+		checkIDs("volume_ids", req.GetVolumeIds(), false),
+		checkParameters("parameters", req.GetParameters(), volumeGroupParameterKeys),
+		checkMap("secrets", req.GetSecrets()))
+	return respond(&volumegroup.ModifyVolumeGroupMembershipResponse{VolumeGroup: vg}, err)
+}
+
+// changeGroup answers CreateVolumeGroup and ModifyVolumeGroupMembership: the first failed
+// check (the request's fields, in the RPC's order), else change in one state change (update),
+// and the group it returns rendered with its members.
+func (g *volumeGroupServer) changeGroup(change func(s *state) (*volumeGroup, error), checks ...error) (*volumegroup.VolumeGroup, error) {
+	if err := firstError(checks...); err != nil {
+		return nil, err
+	}
+	var out *volumegroup.VolumeGroup
+	err := g.a.update(func(s *state) error {
+		vg, err := change(s)
+		if err != nil {
+			return err
+		}
+		out = g.a.csiVolumeGroup(s, vg)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &volumegroup.ModifyVolumeGroupMembershipResponse{VolumeGroup: out}, nil
+	return out, nil
 }
 
 // join makes the volumes volIDs members of vg. A missing volume is NOT_FOUND; a volume in
@@ -139,80 +128,44 @@ func join(s *state, vg *volumeGroup, volIDs []string, conflict codes.Code) error
 // with FAILED_PRECONDITION, changing nothing, while any member is published to a node.
 // Snapshots of members are independent copies and do not hold the group back.
 func (g *volumeGroupServer) DeleteVolumeGroup(_ context.Context, req *volumegroup.DeleteVolumeGroupRequest) (*volumegroup.DeleteVolumeGroupResponse, error) {
-	a := g.a
 	id := req.GetVolumeGroupId()
-	if err := checkRequired("volume_group_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var deleted []string
-	err := a.update(func(s *state) error {
-		if s.Groups[id] == nil {
-			return nil // already gone: OK, as the proposal requires
-		}
+	return respond(&volumegroup.DeleteVolumeGroupResponse{}, deleteRecord(g.a, id, groupsOf, func(s *state, _ *volumeGroup) ([]string, error) {
 		vols := members(s, id)
 		for _, v := range vols {
 			if len(v.Publications) > 0 {
-				return status.Errorf(codes.FailedPrecondition, "volume group %s is in use: its volume %s is published to node(s) %v; unpublish it before deleting the group, which deletes its volumes", id, v.ID, slices.Sorted(maps.Keys(v.Publications)))
+				return nil, status.Errorf(codes.FailedPrecondition, "volume group %s is in use: its volume %s is published to node(s) %v; unpublish it before deleting the group, which deletes its volumes", id, v.ID, slices.Sorted(maps.Keys(v.Publications)))
 			}
 		}
+		var deleted []string
 		for _, v := range vols {
 			delete(s.Volumes, v.ID)
 			deleted = append(deleted, v.ID)
 		}
 		delete(s.Groups, id)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.removeDeletedImages("volume", a.images.volumePath, deleted, "volume_group_id", id)
-	return &volumegroup.DeleteVolumeGroupResponse{}, nil
+		return deleted, nil
+	}, "volume", g.a.images.volumePath, []any{"volume_group_id", id}, checkRequired("volume_group_id", id), checkMap("secrets", req.GetSecrets())))
 }
 
 func (g *volumeGroupServer) ControllerGetVolumeGroup(_ context.Context, req *volumegroup.ControllerGetVolumeGroupRequest) (*volumegroup.ControllerGetVolumeGroupResponse, error) {
 	id := req.GetVolumeGroupId()
-	if err := checkRequired("volume_group_id", id); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	var out *volumegroup.VolumeGroup
-	err := g.a.view(func(s *state) error {
-		vg := s.Groups[id]
-		if vg == nil {
-			return notFound("volume group", id)
-		}
-		out = g.a.csiVolumeGroup(s, vg)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &volumegroup.ControllerGetVolumeGroupResponse{VolumeGroup: out}, nil
+	return getRecord(g.a, "volume group", id, groupsOf, func(s *state, vg *volumeGroup) (*volumegroup.ControllerGetVolumeGroupResponse, error) {
+		return &volumegroup.ControllerGetVolumeGroupResponse{VolumeGroup: g.a.csiVolumeGroup(s, vg)}, nil
+	}, checkRequired("volume_group_id", id), checkMap("secrets", req.GetSecrets()))
 }
 
 func (g *volumeGroupServer) ListVolumeGroups(_ context.Context, req *volumegroup.ListVolumeGroupsRequest) (*volumegroup.ListVolumeGroupsResponse, error) {
 	if err := checkMap("secrets", req.GetSecrets()); err != nil {
 		return nil, err
 	}
-	var out *volumegroup.ListVolumeGroupsResponse
-	err := g.a.view(func(s *state) error {
-		all := slices.Collect(maps.Values(s.Groups))
-		groups, next, err := page("volumegroups", all, func(vg *volumeGroup) int64 { return vg.Seq }, req.GetStartingToken(), req.GetMaxEntries())
-		if err != nil {
-			return err
-		}
-		out = &volumegroup.ListVolumeGroupsResponse{NextToken: next}
-		for _, vg := range groups {
-			out.Entries = append(out.Entries, &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: g.a.csiVolumeGroup(s, vg)})
-		}
-		return nil
+	entries, next, err := listPage(g.a, "volumegroups", func(s *state) []*volumeGroup {
+		return slices.Collect(maps.Values(s.Groups))
+	}, req.GetStartingToken(), req.GetMaxEntries(), func(s *state, vg *volumeGroup) *volumegroup.ListVolumeGroupsResponse_Entry {
+		return &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: g.a.csiVolumeGroup(s, vg)}
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return &volumegroup.ListVolumeGroupsResponse{Entries: entries, NextToken: next}, nil
 }
 
 // members returns the volumes of group id in creation order.

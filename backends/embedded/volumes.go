@@ -14,22 +14,14 @@ import (
 
 func (c *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	a := c.a
-	if err := checkName("name", req.GetName()); err != nil {
-		return nil, err
-	}
-	if err := checkCapabilities("volume_capabilities", req.GetVolumeCapabilities()); err != nil {
-		return nil, err
-	}
-	if err := checkVolumeParameters("parameters", req.GetParameters(), volumeParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkVolumeParameters("mutable_parameters", req.GetMutableParameters(), mutableParameterKeys); err != nil {
-		return nil, err
-	}
-	if err := checkMap("secrets", req.GetSecrets()); err != nil {
-		return nil, err
-	}
-	if err := a.checkAccessibility(req.GetAccessibilityRequirements()); err != nil {
+	err := firstError(
+		checkName("name", req.GetName()),
+		checkCapabilities("volume_capabilities", req.GetVolumeCapabilities()),
+		checkVolumeParameters("parameters", req.GetParameters(), volumeParameterKeys),
+		checkVolumeParameters("mutable_parameters", req.GetMutableParameters(), mutableParameterKeys),
+		checkMap("secrets", req.GetSecrets()),
+		a.checkAccessibility(req.GetAccessibilityRequirements()))
+	if err != nil {
 		return nil, err
 	}
 	size, err := a.sizeFor(req.GetCapacityRange())
@@ -41,22 +33,16 @@ func (c *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 		return nil, err
 	}
 
-	var out *volume
-	var createdImage string
-	err = a.update(func(s *state) error {
-		if v := s.volumeByName(req.GetName()); v != nil {
-			if err := compatible(v, req, srcSnap, srcVol); err != nil {
-				return err
-			}
-			out = v
-			return nil
+	out, err := createWithImages(a, func(s *state, images *[]string) (*volume, error) {
+		if v := byName(s.Volumes, req.GetName()); v != nil {
+			return v, compatible(v, req, srcSnap, srcVol)
 		}
 		src, err := a.sourceImage(s, srcSnap, srcVol, size)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := a.checkPoolRoom(s, size); err != nil {
-			return err
+			return nil, err
 		}
 		v := &volume{
 			ID:                newID("vol-"),
@@ -71,17 +57,13 @@ func (c *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 		}
 		path := a.images.volumePath(v.ID)
 		if err := a.images.create(path, src, size); err != nil {
-			return status.Errorf(codes.Internal, "create the image of volume %q: %v", req.GetName(), err)
+			return nil, status.Errorf(codes.Internal, "create the image of volume %q: %v", req.GetName(), err)
 		}
-		createdImage = path
+		*images = append(*images, path)
 		s.Volumes[v.ID] = v
-		out = v
-		return nil
+		return v, nil
 	})
 	if err != nil {
-		if createdImage != "" { // the state that would have named it was not written
-			a.images.remove(createdImage)
-		}
 		return nil, err
 	}
 	return &csi.CreateVolumeResponse{Volume: a.csiVolume(out)}, nil
@@ -150,48 +132,23 @@ func compatible(v *volume, req *csi.CreateVolumeRequest, srcSnap, srcVol string)
 }
 
 func (c *controllerServer) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
-	a := c.a
 	id := req.GetVolumeId()
-	if err := checkRequired("volume_id", id); err != nil {
-		return nil, err
-	}
-	var deleted []string
-	err := a.update(func(s *state) error {
-		v := s.Volumes[id]
-		if v == nil {
-			return nil // already gone: OK, as the spec requires
-		}
-		if len(v.Publications) > 0 {
+	return respond(&csi.DeleteVolumeResponse{}, deleteOne(c.a, "volume", "volume_id", id, volumesOf, c.a.images.volumePath, func(v *volume) error {
+		switch {
+		case len(v.Publications) > 0:
 			return status.Errorf(codes.FailedPrecondition, "volume %s is still published to node(s) %v; unpublish it first", id, slices.Sorted(maps.Keys(v.Publications)))
-		}
-		if v.GroupID != "" {
+		case v.GroupID != "":
 			return status.Errorf(codes.FailedPrecondition, "volume %s belongs to volume group %s; remove it from the group first", id, v.GroupID)
 		}
-		delete(s.Volumes, id)
-		deleted = []string{id}
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.removeDeletedImages("volume", a.images.volumePath, deleted)
-	return &csi.DeleteVolumeResponse{}, nil
+	}))
 }
 
 func (c *controllerServer) ControllerGetVolume(_ context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
-	if err := checkRequired("volume_id", req.GetVolumeId()); err != nil {
-		return nil, err
-	}
-	var out *csi.ControllerGetVolumeResponse
-	err := c.a.view(func(s *state) error {
-		v := s.Volumes[req.GetVolumeId()]
-		if v == nil {
-			return notFound("volume", req.GetVolumeId())
-		}
-		out = &csi.ControllerGetVolumeResponse{Volume: c.a.csiVolume(v), Status: c.a.volumeStatus(v)}
-		return nil
-	})
-	return out, err
+	id := req.GetVolumeId()
+	return getRecord(c.a, "volume", id, volumesOf, func(_ *state, v *volume) (*csi.ControllerGetVolumeResponse, error) {
+		return &csi.ControllerGetVolumeResponse{Volume: c.a.csiVolume(v), Status: c.a.volumeStatus(v)}, nil
+	}, checkRequired("volume_id", id))
 }
 
 // volumeStatus reports where a volume is published.
@@ -200,24 +157,18 @@ func (a *Appliance) volumeStatus(v *volume) *csi.ControllerGetVolumeResponse_Vol
 }
 
 func (c *controllerServer) ListVolumes(_ context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	var out *csi.ListVolumesResponse
-	err := c.a.view(func(s *state) error {
-		all := slices.Collect(maps.Values(s.Volumes))
-		vols, next, err := page("volumes", all, func(v *volume) int64 { return v.Seq }, req.GetStartingToken(), req.GetMaxEntries())
-		if err != nil {
-			return err
+	entries, next, err := listPage(c.a, "volumes", func(s *state) []*volume {
+		return slices.Collect(maps.Values(s.Volumes))
+	}, req.GetStartingToken(), req.GetMaxEntries(), func(_ *state, v *volume) *csi.ListVolumesResponse_Entry {
+		return &csi.ListVolumesResponse_Entry{
+			Volume: c.a.csiVolume(v),
+			Status: &csi.ListVolumesResponse_VolumeStatus{PublishedNodeIds: c.a.volumeStatus(v).PublishedNodeIds},
 		}
-		out = &csi.ListVolumesResponse{NextToken: next}
-		for _, v := range vols {
-			st := c.a.volumeStatus(v)
-			out.Entries = append(out.Entries, &csi.ListVolumesResponse_Entry{
-				Volume: c.a.csiVolume(v),
-				Status: &csi.ListVolumesResponse_VolumeStatus{PublishedNodeIds: st.PublishedNodeIds},
-			})
-		}
-		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ListVolumesResponse{Entries: entries, NextToken: next}, nil
 }
 
 func (c *controllerServer) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {

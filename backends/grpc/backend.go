@@ -46,6 +46,9 @@ type Backend struct {
 	closeErr  error
 
 	breaker *backends.Breaker // guards Unary and Stream (breaker.go); nil when disabled
+
+	dialer dialer    // makes the targets' connections, and the agents'
+	agents *agentSet // the callers' user-agents (agents.go)
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -95,31 +98,40 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 	}
 	b := &Backend{name: name, target: addrs[0], readyTimeout: o.readyTimeout, log: o.log}
 	b.breaker = breaker
+	b.dialer = dialer{o: o}
+	if o.tracing.Enabled() {
+		b.dialer.handlers = []stats.Handler{newClientTracing(name, o.tracing)}
+	}
+	b.agents = newAgentSet(b.openAgent, o.frames, o.agents, o.log)
 	for i, addr := range addrs {
-		calls, conn, err := dial(name, addr, kinds[i], o)
+		calls, conn, err := b.dialer.dial(addr, kinds[i], o.userAgent)
 		if err != nil {
 			b.closeConns()
 			return nil, fmt.Errorf("%s: %w", keys[i], err)
 		}
-		b.targets = append(b.targets, &target{addr: addr, key: keys[i], conn: conn, calls: calls})
+		b.targets = append(b.targets, &target{index: i, addr: addr, key: keys[i], kind: kinds[i], conn: conn, calls: calls})
 	}
 	return b, nil
 }
 
-// dial returns the (unconnected) client of one target, which its calls, streams and probes go
-// over: the frame client (WithFrames), or grpc-go's, returned a second time as such (its
-// connection state drives wake).
-func dial(name, addr string, kind targetKind, o options) (grpc.ClientConnInterface, *grpc.ClientConn, error) {
+// dialer makes clients of the driver, all with the backend's options.
+type dialer struct {
+	o        options
+	handlers []stats.Handler // shared by all its clients
+}
+
+// dial returns an (unconnected) client of the target at addr whose calls carry the user-agent
+// ua (empty: the transport's token alone), which calls, streams and probes go over: the frame
+// client (WithFrames), or grpc-go's, returned a second time as such (its connection state
+// drives wake).
+func (d dialer) dial(addr string, kind targetKind, ua string) (grpc.ClientConnInterface, *grpc.ClientConn, error) {
+	o, handlers := d.o, d.handlers
 	creds := o.creds
 	if creds == nil {
 		creds = insecure.NewCredentials() // Unix socket only (checked by New); access is the socket's mode.
 	}
-	var handlers []stats.Handler
-	if o.tracerProvider != nil {
-		handlers = append(handlers, newClientTracing(name, o.tracerProvider, o.propagator))
-	}
 	if o.frames {
-		return dialFrames(addr, kind, creds, handlers), nil, nil
+		return dialFrames(addr, kind, creds, handlers, ua), nil, nil
 	}
 	connect := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: 20 * time.Second}
 	if kind == unixTarget {
@@ -135,6 +147,9 @@ func dial(name, addr string, kind targetKind, o options) (grpc.ClientConnInterfa
 		dopts = append(dopts, grpc.WithStatsHandler(h))
 	}
 	dopts = append(dopts, o.dialOptions...)
+	if ua != "" {
+		dopts = append(dopts, grpc.WithUserAgent(ua)) // after WithDialOptions': the caller's wins
+	}
 	conn, err := grpc.NewClient(addr, dopts...)
 	return conn, conn, err
 }
@@ -158,34 +173,35 @@ func (b *Backend) Targets() []string {
 // driver's response bytes as they are (nil for an empty message). It makes one attempt, plus
 // one on each further target when a target's driver cannot be reached (see Backend).
 //
-// The caller's incoming metadata in ctx goes to the driver (see outgoingContext), and ctx's
-// deadline and cancellation apply to the call. When ctx is the context of the caller's grpc
-// server stream, the driver's response header and trailer metadata are set on that stream with
-// grpc.SetHeader and grpc.SetTrailer (also when the call fails). Errors are *backends.Error: the
+// out is ctx with the caller's metadata as outgoing metadata (see outgoingContext), and a the
+// agent of the caller's user-agent (agents.go; nil: the backend's own); ctx's deadline and
+// cancellation apply to the call. When ctx is the context of the caller's grpc server stream,
+// the driver's response header and trailer metadata are set on that stream with grpc.SetHeader
+// and grpc.SetTrailer (also when the call fails). Errors are *backends.Error: the
 // driver's status code gives the class and its message is kept, prefixed with the backend name;
 // a driver that cannot be reached at any target is ClassUnavailable at once (calls do not wait
 // for a connection).
-func (b *Backend) unary(ctx context.Context, method string, req []byte) ([]byte, error) {
+func (b *Backend) unary(ctx, out context.Context, a *agent, method string, req []byte) ([]byte, error) {
 	if b.closed.Load() {
 		return nil, b.closedError(nil)
 	}
 	var resp []byte
-	err := b.failover(ctx, func(t *target) (string, error) {
+	err := b.failover(ctx, a, func(t *target, calls grpc.ClientConnInterface) (string, error) {
 		backends.CallInfoFrom(ctx).AddAttempt()
 		var (
 			header, trailer metadata.MD
 			p               peer.Peer
-			out             rawcodec.Frame
+			answer          rawcodec.Frame
 		)
-		err := t.calls.Invoke(outgoingContext(ctx), method, &rawcodec.Frame{Payload: req}, &out,
-			grpc.ForceCodecV2(rawcodec.Codec{}), grpc.WaitForReady(false),
+		opts := append(make([]grpc.CallOption, 0, 6), grpc.ForceCodecV2(rawcodec.Codec{}), grpc.WaitForReady(false),
 			grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&p))
+		err := calls.Invoke(out, method, &rawcodec.Frame{Payload: req}, &answer, a.withOption(opts)...)
 		relayResponseMetadata(ctx, header, trailer)
 		if err != nil {
 			reached := p.Addr != nil
 			return unreached(ctx, err, reached), b.classify(ctx, t, err, reached, "")
 		}
-		resp = out.Payload
+		resp = answer.Payload
 		return "", nil
 	})
 	if err != nil {
@@ -238,8 +254,8 @@ func (b *Backend) probe(ctx context.Context, t *target) *backends.Error {
 	return nil
 }
 
-// Close closes the connections to the driver; calls in flight fail with ClassUnavailable, and
-// so do calls made after Close. Close may be called more than once.
+// Close closes the connections to the driver, the agents' too; calls in flight fail with
+// ClassUnavailable, and so do calls made after Close. Close may be called more than once.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
@@ -248,9 +264,9 @@ func (b *Backend) Close() error {
 	return b.closeErr
 }
 
-// closeConns closes every target's client.
+// closeConns closes every target's client and every agent.
 func (b *Backend) closeConns() error {
-	var errs []error
+	errs := []error{b.agents.close()}
 	for _, t := range b.targets {
 		errs = append(errs, t.calls.(io.Closer).Close()) // *grpc.ClientConn or *h2grpc.ClientConn
 	}

@@ -123,8 +123,8 @@ func TestUnaryMetadataAndDeadlineThroughFront(t *testing.T) {
 	if got := md.Get("traceparent"); len(got) != 1 {
 		t.Errorf("driver got traceparent %q", got)
 	}
-	if ua := strings.Join(md.Get("user-agent"), ","); strings.Contains(ua, "test-caller") {
-		t.Errorf("the caller's user-agent was forwarded: %q", ua)
+	if ua, want := strings.Join(md.Get("user-agent"), ","), "test-caller grpc-go/"+grpc.Version+" "+clientToken(); ua != want {
+		t.Errorf("the driver saw user-agent %q, want the caller's then the backend's client's token: %q", ua, want)
 	}
 	if !hasDeadline {
 		t.Error("the driver saw no deadline")

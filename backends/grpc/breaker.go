@@ -54,11 +54,13 @@ func newBreaker(name string, o breakerOptions) (*backends.Breaker, error) {
 // is open: then it fails at once with a ClassUnavailable *backends.Error ("backend "NAME":
 // circuit open after 5 consecutive failures; retrying in 5s") and sends nothing.
 func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte, error) {
-	permit, err := b.admit(ctx)
+	out, a := b.forwarding(ctx)
+	defer b.agents.release(a)
+	permit, err := b.admit(ctx, a)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := b.unary(ctx, method, req)
+	resp, err := b.unary(ctx, out, a, method, req)
 	b.settle(permit, err)
 	return resp, err
 }
@@ -67,11 +69,13 @@ func (b *Backend) Unary(ctx context.Context, method string, req []byte) ([]byte,
 // backend's circuit is open: then it fails at once like Unary, without touching caller.
 // The outcome is reported to the breaker when the stream ends.
 func (b *Backend) Stream(ctx context.Context, method string, caller grpc.ServerStream) error {
-	permit, err := b.admit(ctx)
+	out, a := b.forwarding(ctx)
+	defer b.agents.release(a)
+	permit, err := b.admit(ctx, a)
 	if err != nil {
 		return err
 	}
-	err = b.stream(ctx, method, caller)
+	err = b.stream(ctx, out, a, method, caller)
 	b.settle(permit, err)
 	return err
 }
@@ -91,17 +95,18 @@ var _ backends.BreakerReporter = (*Backend)(nil)
 // has already gone, is let through without a permit: it fails before reaching the driver,
 // with its own error, and says nothing about the driver.
 //
-// The trial call after a cool-down first wakes the connection of the target calls go to
-// (wake): grpc's reconnect backoff (up to 5 s for a socket, 2 min for TCP) would otherwise
-// fail the trial at once although the driver may be back, and keep the circuit open for
-// longer.
-func (b *Backend) admit(ctx context.Context) (backends.Permit, error) {
+// The trial call after a cool-down first wakes the connection it goes over, agent a's at the
+// target calls go to (wake): grpc's reconnect backoff (up to 5 s for a socket, 2 min for TCP)
+// would otherwise fail the trial at once although the driver may be back, and keep the
+// circuit open for longer.
+func (b *Backend) admit(ctx context.Context, a *agent) (backends.Permit, error) {
 	if b.closed.Load() || ctx.Err() != nil {
 		return backends.Permit{}, nil
 	}
 	p, err := b.breaker.Admit()
 	if err == nil && p.Trial() {
-		wake(ctx, b.targets[int(b.preferred.Load())%len(b.targets)].conn)
+		_, conn := a.over(b.targets[int(b.preferred.Load())%len(b.targets)])
+		wake(ctx, conn)
 	}
 	return p, err
 }

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // Config is one grpc backend's configuration (backends.NAME in the gateway's config file).
@@ -49,20 +49,36 @@ func (c Config) targetList(name string) ([]string, []string, error) {
 type Option func(*options)
 
 type options struct {
-	creds          credentials.TransportCredentials
-	dialOptions    []grpc.DialOption
-	readyTimeout   time.Duration
-	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
-	propagator     propagation.TextMapPropagator // nil: otel's global
-	log            *slog.Logger                  // failover notices (see WithLogger)
-	frames         bool                          // calls over internal/h2grpc (see WithFrames)
+	creds        credentials.TransportCredentials
+	dialOptions  []grpc.DialOption
+	readyTimeout time.Duration
+	tracing      backends.ClientTracing // see WithTracing
+	log          *slog.Logger           // failover notices (see WithLogger)
+	frames       bool                   // calls over internal/h2grpc (see WithFrames)
+	userAgent    string                 // of the backend's own calls (see WithUserAgent)
+	agents       agentOptions           // the callers' user-agents (agents.go)
 
 	breaker breakerOptions // see WithCircuitBreaker (breaker.go)
 }
 
 // defaultOptions holds every default in one place.
 func defaultOptions() options {
-	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler)}
+	return options{readyTimeout: 2 * time.Second, log: slog.New(slog.DiscardHandler), agents: defaultAgentOptions()}
+}
+
+// WithTracing makes one client span per call to the driver (a child of the span in the
+// call's context), with otelgrpc's stats handler and spans from t.Provider, and sends the
+// span's W3C trace context to the driver in the call's metadata (traceparent, tracestate,
+// baggage) with t's propagator, in place of any the caller sent. Each span carries
+// csi.backend and csi.attempt.
+//
+// Calls made outside any trace (Ready's probes) get no span. A span's status never carries the
+// driver's error message (it may echo a secret of the request; the gateway's server span has
+// the scrubbed one): a failed call's span says Error and the code's name. Without this option
+// (or with a nil t.Provider) the backend makes no spans, and the caller's own trace metadata
+// is forwarded unchanged.
+func WithTracing(t backends.ClientTracing) Option {
+	return func(o *options) { o.tracing = t }
 }
 
 // WithTransportCredentials sets the credentials of the connection to the driver. TCP
@@ -78,6 +94,14 @@ func WithTransportCredentials(c credentials.TransportCredentials) Option {
 // WithTransportCredentials, where New can check them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+}
+
+// WithUserAgent sets the user-agent of the backend's own calls — readiness probes, the
+// gateway's capability fetches, and calls whose caller sent none — which the transport's
+// token follows ("grpc-go/1.85.0", or "grpc-go-h2grpc/1" with WithFrames). A caller's call
+// carries the caller's user-agent instead (see agents.go). Default: the token alone.
+func WithUserAgent(ua string) Option {
+	return func(o *options) { o.userAgent = ua }
 }
 
 // WithReadyTimeout bounds the Identity/Probe call of Ready (default 2 s; the caller's deadline

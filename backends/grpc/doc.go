@@ -13,6 +13,10 @@
 // goes to the one that worked last, and moves to the next only when it could not reach its
 // driver at all, so the request was never seen there (failover.go).
 //
+// The caller's user-agent reaches the driver, followed by the client's token; the backend's
+// own calls carry WithUserAgent's (agents.go: on grpc-go's transport, whose user-agent is per
+// connection, a bounded set of connections per caller user-agent).
+//
 // It refuses to decode or re-encode messages, to retry a call a driver may have seen (one such
 // call is one attempt; retrying is the gateway's decision), and to talk TCP without TLS.
 package grpcbackend

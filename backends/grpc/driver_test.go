@@ -137,7 +137,7 @@ func (c *recordingCodec) received() [][]byte {
 
 // socketPath returns a path for a Unix socket in a fresh temporary directory, short enough for
 // sun_path (108 bytes).
-func socketPath(t *testing.T, name string) string {
+func socketPath(t testing.TB, name string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if len(dir)+len(name)+1 > 100 {
@@ -192,7 +192,8 @@ func newBackend(t *testing.T, target string, opts ...Option) *Backend {
 // call to the backend, either through Unary (reading the request as a raw frame) or Stream. It
 // keeps the error the backend returned for the last call.
 type front struct {
-	conn    *grpc.ClientConn
+	conn    *grpc.ClientConn // a client with the user agent "test-caller"
+	target  string           // where it serves, for more clients (dialAs)
 	mu      sync.Mutex
 	lastErr error
 }
@@ -229,7 +230,8 @@ func startFront(t *testing.T, b *Backend, unary bool) *front {
 		f.mu.Unlock()
 		return toStatus(err)
 	}
-	f.conn = dialFront(t, grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.UnknownServiceHandler(h)))
+	f.target = serve(t, grpc.NewServer(grpc.ForceServerCodecV2(rawcodec.Codec{}), grpc.UnknownServiceHandler(h)))
+	f.conn = dialAs(t, f.target, "test-caller")
 	return f
 }
 
@@ -237,7 +239,14 @@ func startFront(t *testing.T, b *Backend, unary bool) *front {
 // user agent "test-caller".
 func dialFront(t *testing.T, srv *grpc.Server) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(serve(t, srv), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent("test-caller"))
+	return dialAs(t, serve(t, srv), "test-caller")
+}
+
+// dialAs returns a client of target whose calls carry the user agent ua (grpc-go appends its
+// own token), closed at cleanup.
+func dialAs(t *testing.T, target, ua string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUserAgent(ua))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,10 @@ func WithLogger(l *slog.Logger) Option {
 
 // target is one address of the driver and its connections.
 type target struct {
-	addr string // as configured: unix:///abs/path.sock or dns:///host:port
-	key  string // its config key, for messages: backends.NAME.target or backends.NAME.targets[i]
+	index int        // in Backend.targets, and in an agent's connections
+	addr  string     // as configured: unix:///abs/path.sock or dns:///host:port
+	key   string     // its config key, for messages: backends.NAME.target or backends.NAME.targets[i]
+	kind  targetKind // the transport addr names
 	// calls is what calls, streams and readiness probes go over: the frame client
 	// (WithFrames) or grpc-go's client, which is then conn too.
 	calls grpc.ClientConnInterface
@@ -43,11 +45,12 @@ const wakeWait = 250 * time.Millisecond
 
 // failover runs try on the targets, starting with the one that worked last, until one reaches
 // its driver; that target's result is the call's, and it becomes the target calls go to. try
+// gets the client the call goes over there, agent a's (nil: the backend's own). try
 // returns why (grpc's words) when its attempt never reached the driver (see unreached), and
 // then the next target gets the call, each target at most once, while ctx lasts. When no
 // target could be reached, the error is ClassUnavailable and names every target tried; with
 // one target it is that target's error as classify made it.
-func (b *Backend) failover(ctx context.Context, try func(t *target) (unreached string, err error)) error {
+func (b *Backend) failover(ctx context.Context, a *agent, try func(t *target, calls grpc.ClientConnInterface) (unreached string, err error)) error {
 	start := int(b.preferred.Load())
 	var (
 		tried []string
@@ -56,13 +59,16 @@ func (b *Backend) failover(ctx context.Context, try func(t *target) (unreached s
 	for i := range b.targets {
 		idx := (start + i) % len(b.targets)
 		t := b.targets[idx]
+		calls, conn := a.over(t)
 		if i > 0 {
 			if ctx.Err() != nil {
 				break
 			}
-			wake(ctx, t.conn)
+			wake(ctx, conn)
+		} else {
+			a.catchUp(ctx, t)
 		}
-		why, err := try(t)
+		why, err := try(t, calls)
 		if err == nil || why == "" {
 			b.prefer(start, idx, strings.Join(tried, "; "))
 			return err

@@ -31,8 +31,9 @@ func WithFrames(on bool) Option {
 // pings; on a Unix socket the kernel reports a dead peer at once.
 var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 10 * time.Second, Count: 3}
 
-// dialFrames returns the frame client of the target at addr (unconnected).
-func dialFrames(addr string, kind targetKind, creds credentials.TransportCredentials, handlers []stats.Handler) grpc.ClientConnInterface {
+// dialFrames returns the frame client of the target at addr (unconnected), whose calls carry
+// the user-agent ua unless they set their own (h2grpc.CallUserAgent).
+func dialFrames(addr string, kind targetKind, creds credentials.TransportCredentials, handlers []stats.Handler, ua string) grpc.ClientConnInterface {
 	network, address, authority := frameAddress(addr, kind)
 	d := net.Dialer{KeepAliveConfig: tcpKeepAlive}
 	return h2grpc.NewClientConn(h2grpc.ClientConfig{
@@ -41,6 +42,7 @@ func dialFrames(addr string, kind targetKind, creds credentials.TransportCredent
 		Authority:     authority,
 		Codec:         rawcodec.Codec{},
 		StatsHandlers: handlers,
+		UserAgent:     ua,
 	})
 }
 

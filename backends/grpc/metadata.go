@@ -9,19 +9,29 @@ import (
 )
 
 // outgoingContext returns ctx with the caller's incoming metadata as the outgoing metadata of
-// the call to the driver, minus what belongs to one HTTP/2 hop (see dropHopHeaders). Outgoing
+// the call to the driver, minus what belongs to one HTTP/2 hop (see dropHopHeaders), and the
+// caller's user-agent, which the call's transport sends instead (callerAgent). Outgoing
 // metadata the gateway already put in ctx (trace context, for one) is kept and wins over the
 // caller's value of the same key. The deadline and cancellation of ctx carry over as they are:
 // grpc sends the remaining time as grpc-timeout.
-func outgoingContext(ctx context.Context) context.Context {
+func outgoingContext(ctx context.Context) (context.Context, string) {
 	in, _ := metadata.FromIncomingContext(ctx) // a copy: ctx's own metadata is not changed
+	ua := callerAgent(in)
 	md := dropHopHeaders(in)
 	if out, ok := metadata.FromOutgoingContext(ctx); ok {
 		for k, v := range out {
 			md[k] = v
 		}
 	}
-	return metadata.NewOutgoingContext(ctx, md)
+	return metadata.NewOutgoingContext(ctx, md), ua
+}
+
+// forwarding returns what a caller's call takes to the driver: its outgoing context (see
+// outgoingContext) and the agent of its user-agent (nil: the backend's own), acquired: the
+// caller releases it when the call is over.
+func (b *Backend) forwarding(ctx context.Context) (context.Context, *agent) {
+	out, ua := outgoingContext(ctx)
+	return out, b.agents.acquire(ua)
 }
 
 // dropHopHeaders removes from md, in place, the keys that describe one HTTP/2 hop rather than

@@ -3,6 +3,7 @@ package grpcbackend
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
@@ -39,11 +40,12 @@ func TestOutgoingContext(t *testing.T) {
 		incoming metadata.MD
 		outgoing metadata.MD
 		want     metadata.MD
+		wantUA   string
 	}{
-		{"no metadata", nil, nil, metadata.MD{}},
-		{"incoming only", metadata.Pairs("x-a", "1", "user-agent", "c"), nil, metadata.Pairs("x-a", "1")},
+		{"no metadata", nil, nil, metadata.MD{}, ""},
+		{"incoming only", metadata.Pairs("x-a", "1", "user-agent", "c"), nil, metadata.Pairs("x-a", "1"), "c"},
 		{"gateway's outgoing wins", metadata.Pairs("x-a", "1", "traceparent", "caller"), metadata.Pairs("traceparent", "gateway"),
-			metadata.Pairs("x-a", "1", "traceparent", "gateway")},
+			metadata.Pairs("x-a", "1", "traceparent", "gateway"), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,13 +57,36 @@ func TestOutgoingContext(t *testing.T) {
 				ctx = metadata.NewOutgoingContext(ctx, tt.outgoing)
 			}
 			before := tt.incoming.Copy()
-			got, _ := metadata.FromOutgoingContext(outgoingContext(ctx))
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("outgoing %v, want %v", got, tt.want)
+			out, ua := outgoingContext(ctx)
+			got, _ := metadata.FromOutgoingContext(out)
+			if !reflect.DeepEqual(got, tt.want) || ua != tt.wantUA {
+				t.Fatalf("outgoing %v, user-agent %q; want %v, %q", got, ua, tt.want, tt.wantUA)
 			}
 			if in, _ := metadata.FromIncomingContext(ctx); tt.incoming != nil && !reflect.DeepEqual(in, before) {
 				t.Fatalf("the caller's metadata became %v, was %v", in, before)
 			}
 		})
+	}
+}
+
+// TestCallerAgent: the caller's user-agent goes on as it is, cut to maxUserAgentBytes; one
+// that is not printable ASCII does not go on at all.
+func TestCallerAgent(t *testing.T) {
+	long := strings.Repeat("a", maxUserAgentBytes+100)
+	for _, c := range []struct {
+		name string
+		in   metadata.MD
+		want string
+	}{
+		{"none", nil, ""},
+		{"one", metadata.Pairs("user-agent", "csi-provisioner/v5.1.0 grpc-go/1.70.0"), "csi-provisioner/v5.1.0 grpc-go/1.70.0"},
+		{"the first of two", metadata.MD{"user-agent": {"kubelet/v1.31.4", "other/1"}}, "kubelet/v1.31.4"},
+		{"too long", metadata.Pairs("user-agent", long), long[:maxUserAgentBytes]},
+		{"not printable", metadata.Pairs("user-agent", "caller/1\x00"), ""},
+		{"not ASCII", metadata.Pairs("user-agent", "caller/1 é"), ""},
+	} {
+		if got := callerAgent(c.in); got != c.want {
+			t.Errorf("%s: callerAgent = %q, want %q", c.name, got, c.want)
+		}
 	}
 }

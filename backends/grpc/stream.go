@@ -23,21 +23,20 @@ import (
 // the other side unchanged; the driver's header metadata goes to caller before its first response
 // frame, and its trailer metadata with the end of the call.
 //
-// ctx must be caller's context or derived from it: its metadata is forwarded like in Unary, and
-// its deadline and cancellation end the call to the driver. method is the full method name
-// ("/service/method") called on the driver. caller must not have been read from yet. One attempt
-// is counted per target tried: a stream fails over to the next target only when it could not
+// ctx must be caller's context or derived from it: its deadline and cancellation end the call
+// to the driver; out and a carry its metadata and user-agent, as in unary. method is the full
+// method name ("/service/method") called on the driver. caller must not have been read from
+// yet. One attempt is counted per target tried: a stream fails over to the next target only when it could not
 // be opened because the driver cannot be reached, before any frame was read or sent (see
 // Backend). Errors are *backends.Error, classified like in Unary; a call cut short because the
 // caller went away is ClassCanceled (ClassDeadline when its deadline passed).
-func (b *Backend) stream(ctx context.Context, method string, caller grpc.ServerStream) error {
+func (b *Backend) stream(ctx, out context.Context, a *agent, method string, caller grpc.ServerStream) error {
 	if b.closed.Load() {
 		return b.closedError(nil)
 	}
-	out := outgoingContext(ctx)
-	return b.failover(ctx, func(t *target) (string, error) {
+	return b.failover(ctx, a, func(t *target, calls grpc.ClientConnInterface) (string, error) {
 		backends.CallInfoFrom(ctx).AddAttempt()
-		conn := &watchedConn{conn: t.calls}
+		conn := &watchedConn{conn: calls, agent: a}
 		in := &watchedCaller{
 			ServerStream: caller,
 			// grpc-proxy reads the method from the stream's context; this makes it the method
@@ -161,6 +160,7 @@ func (w *watchedCaller) err() error {
 // driver and why sending to it failed.
 type watchedConn struct {
 	conn    grpc.ClientConnInterface
+	agent   *agent // its call option goes with the stream
 	reached atomic.Bool
 
 	mu      sync.Mutex
@@ -172,7 +172,7 @@ func (c *watchedConn) Invoke(ctx context.Context, method string, args, reply any
 }
 
 func (c *watchedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := c.conn.NewStream(ctx, desc, method, append(opts, grpc.WaitForReady(false))...)
+	s, err := c.conn.NewStream(ctx, desc, method, c.agent.withOption(append(opts, grpc.WaitForReady(false)))...)
 	if err != nil {
 		return nil, err
 	}

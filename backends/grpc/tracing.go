@@ -4,33 +4,12 @@ import (
 	"context"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 )
-
-// WithTracerProvider makes one client span per call to the driver (a child of the span in the
-// call's context), with otelgrpc's stats handler and spans from tp, and sends the span's
-// W3C trace context to the driver in the call's metadata (traceparent, tracestate, baggage),
-// in place of any the caller sent. Each span carries csi.backend and csi.attempt.
-//
-// Calls made outside any trace (Ready's probes) get no span. A span's status never carries the
-// driver's error message (it may echo a secret of the request; the gateway's server span has
-// the scrubbed one): a failed call's span says Error and the code's name. Without this option
-// the backend makes no spans, and the caller's own trace metadata is forwarded unchanged.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.tracerProvider = tp }
-}
-
-// WithPropagator sets how WithTracerProvider's spans are sent to the driver (default: otel's
-// global propagator, which the gateway sets to tracing.Propagator()).
-func WithPropagator(p propagation.TextMapPropagator) Option {
-	return func(o *options) { o.propagator = p }
-}
 
 // clientTracing is otelgrpc's client stats handler, limited to calls made in a trace and kept
 // from recording the driver's error messages.
@@ -41,13 +20,10 @@ type clientTracing struct {
 // untracedKey marks the context of a call clientTracing leaves alone.
 type untracedKey struct{}
 
-func newClientTracing(backend string, tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
-	if prop == nil {
-		prop = otel.GetTextMapPropagator()
-	}
+func newClientTracing(backend string, t backends.ClientTracing) stats.Handler {
 	return &clientTracing{otel: otelgrpc.NewClientHandler(
-		otelgrpc.WithTracerProvider(tp),
-		otelgrpc.WithPropagators(prop),
+		otelgrpc.WithTracerProvider(t.Provider),
+		otelgrpc.WithPropagators(t.PropagatorOrGlobal()),
 		otelgrpc.WithSpanAttributes(backends.AttrBackend.String(backend)),
 	)}
 }

@@ -24,7 +24,7 @@ func tracedBackend(t *testing.T, d *testDriver) (*Backend, *tracetest.SpanRecord
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	prop := propagation.TraceContext{}
-	return newBackend(t, d.target, WithTracerProvider(tp), WithPropagator(prop)), rec, tp.Tracer("gateway")
+	return newBackend(t, d.target, WithTracing(backends.ClientTracing{Provider: tp, Propagator: prop})), rec, tp.Tracer("gateway")
 }
 
 func TestClientSpanPerCall(t *testing.T) {

@@ -77,7 +77,7 @@ func New(name string, cfg Config, opts ...Option) (*Backend, error) {
 }
 
 // NewHTTPClient returns the HTTP client a backend called name sends its requests with, as
-// opts set it up (WithHTTPClient, WithTLSConfig, WithTracerProvider, WithPropagator): never
+// opts set it up (WithHTTPClient, WithTLSConfig, WithTracing): never
 // following redirects (a redirect would resend the request, credentials included, to
 // another address), with a client span per request when tracing is on.
 func NewHTTPClient(name string, opts ...Option) *http.Client {
@@ -95,8 +95,8 @@ func NewHTTPClient(name string, opts ...Option) *http.Client {
 		base = &http.Client{Transport: t}
 	}
 	client := *base
-	if o.tracerProvider != nil {
-		client.Transport = newTracingTransport(name, client.Transport, o.tracerProvider, o.propagator)
+	if o.tracing.Enabled() {
+		client.Transport = newTracingTransport(name, client.Transport, o.tracing)
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &client

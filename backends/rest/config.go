@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/csi-gateway/csi-gateway/backends"
 )
 
@@ -171,11 +168,23 @@ func (b baseURL) endpoint(method string) *url.URL {
 type Option func(*options)
 
 type options struct {
-	client         *http.Client
-	tlsConfig      *tls.Config
-	tracerProvider trace.TracerProvider          // nil: no client spans (see WithTracerProvider)
-	propagator     propagation.TextMapPropagator // nil: otel's global
-	now            func() time.Time              // nil: time.Now; tests set a fake clock
+	client    *http.Client
+	tlsConfig *tls.Config
+	tracing   backends.ClientTracing // see WithTracing
+	now       func() time.Time       // nil: time.Now; tests set a fake clock
+}
+
+// WithTracing makes one client span per HTTP attempt (so a retried call has one span per
+// try, each a child of the span in the call's context), with otelhttp and spans from
+// t.Provider, and sends the span's W3C trace context in the request headers (traceparent,
+// tracestate, baggage) with t's propagator. Each span is named "POST /csi.v1.Service/Method"
+// and carries csi.backend, csi.attempt (1 for the first try) and otelhttp's http.* and url.*
+// attributes; no header other than the trace context, and no body, is recorded.
+//
+// Requests made outside any trace (Ready's probes) get no span. Without this option (or with
+// a nil t.Provider) the backend makes no spans and sends no trace context.
+func WithTracing(t backends.ClientTracing) Option {
+	return func(o *options) { o.tracing = t }
 }
 
 // WithHTTPClient makes the backend send its requests with c, for example one whose

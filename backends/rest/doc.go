@@ -28,5 +28,5 @@
 // It refuses streaming calls (use a grpc backend), never follows redirects, never logs,
 // and never puts a request body, credentials, or more of a URL than scheme://host (and the
 // method's path) in a message. TLS is configured with WithTLSConfig (or a whole client
-// with WithHTTPClient), tracing with WithTracerProvider.
+// with WithHTTPClient), tracing with WithTracing.
 package rest

@@ -146,37 +146,37 @@ func Clean(s string, max int) string {
 	return backends.Truncate(s, max)
 }
 
-// classOfStatus is the class of a non-200 answer whose body has no recognised code.
+// classByStatus holds the classes of the non-200 answers whose status alone says it.
+var classByStatus = map[int]backends.Class{
+	http.StatusBadRequest:            backends.ClassInvalid,
+	http.StatusRequestEntityTooLarge: backends.ClassInvalid,
+	http.StatusUnauthorized:          backends.ClassUnauthenticated,
+	http.StatusForbidden:             backends.ClassPermission,
+	// The URL or the method's path is wrong. Never ClassNotFound: DeleteVolume maps not-found
+	// to success, and a wrong URL must not delete volumes that way.
+	http.StatusNotFound:             backends.ClassUnavailable,
+	http.StatusMethodNotAllowed:     backends.ClassUnavailable,
+	http.StatusUnsupportedMediaType: backends.ClassUnavailable,
+	http.StatusRequestTimeout:       backends.ClassDeadline,
+	http.StatusConflict:             backends.ClassAborted,
+	http.StatusPreconditionFailed:   backends.ClassPrecondition,
+	http.StatusTooManyRequests:      backends.ClassUnavailable, // rate limited: retried, and transient if it persists
+	http.StatusInternalServerError:  backends.ClassInternal,
+	http.StatusNotImplemented:       backends.ClassUnimplemented,
+	http.StatusGatewayTimeout:       backends.ClassDeadline,
+}
+
+// classOfStatus is the class of a non-200 answer whose body has no recognised code: its
+// status's in statusClasses, else that of its status's range.
 func classOfStatus(status int) backends.Class {
+	if c, ok := classByStatus[status]; ok {
+		return c
+	}
 	switch {
 	case status >= 300 && status < 400:
 		return backends.ClassUnavailable // a redirect, not followed: a misconfigured URL
-	case status == http.StatusBadRequest, status == http.StatusRequestEntityTooLarge:
-		return backends.ClassInvalid
-	case status == http.StatusUnauthorized:
-		return backends.ClassUnauthenticated
-	case status == http.StatusForbidden:
-		return backends.ClassPermission
-	case status == http.StatusNotFound, status == http.StatusMethodNotAllowed, status == http.StatusUnsupportedMediaType:
-		// The URL or the method's path is wrong. Never ClassNotFound: DeleteVolume maps
-		// not-found to success, and a wrong URL must not delete volumes that way.
-		return backends.ClassUnavailable
-	case status == http.StatusRequestTimeout:
-		return backends.ClassDeadline
-	case status == http.StatusConflict:
-		return backends.ClassAborted
-	case status == http.StatusPreconditionFailed:
-		return backends.ClassPrecondition
-	case status == http.StatusTooManyRequests:
-		return backends.ClassUnavailable // rate limited: retried, and transient if it persists
 	case status >= 400 && status < 500:
 		return backends.ClassInvalid
-	case status == http.StatusInternalServerError:
-		return backends.ClassInternal
-	case status == http.StatusNotImplemented:
-		return backends.ClassUnimplemented
-	case status == http.StatusGatewayTimeout:
-		return backends.ClassDeadline
 	case status >= 500 && status < 600:
 		return backends.ClassUnavailable
 	}

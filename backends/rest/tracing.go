@@ -5,32 +5,11 @@ import (
 	"net/http"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 )
-
-// WithTracerProvider makes one client span per HTTP attempt (so a retried call has one span
-// per try, each a child of the span in the call's context), with otelhttp and spans from tp,
-// and sends the span's W3C trace context in the request headers (traceparent, tracestate,
-// baggage). Each span is named "POST /csi.v1.Service/Method" and carries csi.backend,
-// csi.attempt (1 for the first try) and otelhttp's http.* and url.* attributes; no header
-// other than the trace context, and no body, is recorded.
-//
-// Requests made outside any trace (Ready's probes) get no span. Without this option the
-// backend makes no spans and sends no trace context.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.tracerProvider = tp }
-}
-
-// WithPropagator sets how WithTracerProvider's spans are sent to the appliance (default:
-// otel's global propagator, which the gateway sets to tracing.Propagator()).
-func WithPropagator(p propagation.TextMapPropagator) Option {
-	return func(o *options) { o.propagator = p }
-}
 
 // tracingTransport is otelhttp's transport around the backend's own, which it keeps to close
 // its idle connections (otelhttp's transport cannot).
@@ -39,16 +18,13 @@ type tracingTransport struct {
 	base   http.RoundTripper
 }
 
-func newTracingTransport(backend string, base http.RoundTripper, tp trace.TracerProvider, prop propagation.TextMapPropagator) *tracingTransport {
+func newTracingTransport(backend string, base http.RoundTripper, t backends.ClientTracing) *tracingTransport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if prop == nil {
-		prop = otel.GetTextMapPropagator()
-	}
 	return &tracingTransport{base: base, traced: otelhttp.NewTransport(attemptTagger{base},
-		otelhttp.WithTracerProvider(tp),
-		otelhttp.WithPropagators(prop),
+		otelhttp.WithTracerProvider(t.Provider),
+		otelhttp.WithPropagators(t.PropagatorOrGlobal()),
 		otelhttp.WithSpanOptions(trace.WithAttributes(backends.AttrBackend.String(backend))),
 		otelhttp.WithFilter(func(r *http.Request) bool { return trace.SpanContextFromContext(r.Context()).IsValid() }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),

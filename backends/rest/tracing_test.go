@@ -14,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // tracedBackend returns a backend for urls whose attempt spans go to a recorder, and a tracer
@@ -24,7 +26,7 @@ func tracedBackend(t *testing.T, urls ...string) (*Backend, *tracetest.SpanRecor
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	cfg := Config{URLs: urls, AllowSecretsOverPlaintextHTTP: true, Retry: Retry{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}}
-	b, err := New(testName, cfg, WithTracerProvider(tp), WithPropagator(propagation.TraceContext{}))
+	b, err := New(testName, cfg, WithTracing(backends.ClientTracing{Provider: tp, Propagator: propagation.TraceContext{}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestTracedBackendCloseClosesIdleConnections(t *testing.T) {
 	base := &idleCounter{RoundTripper: http.DefaultTransport}
 	rec := tracetest.NewSpanRecorder()
 	b, err := New(testName, Config{URLs: []string{"http://127.0.0.1:1"}},
-		WithHTTPClient(&http.Client{Transport: base}), WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+		WithHTTPClient(&http.Client{Transport: base}), WithTracing(backends.ClientTracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}))
 	if err != nil {
 		t.Fatal(err)
 	}

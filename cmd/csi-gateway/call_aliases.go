@@ -8,6 +8,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csi-gateway/csi-gateway/internal/bytesize"
 )
 
 // alias is a short form of `csi-gateway call`: arguments and flags instead of JSON. It shares
@@ -151,53 +153,48 @@ type aliasFlags struct {
 // defaultAccessMode is the access mode of --access-mode when it is not given.
 const defaultAccessMode = "SINGLE_NODE_WRITER"
 
-// aliasFlagDefs defines each alias flag once: name, default and help.
-var aliasFlagDefs = map[string]func(*cobra.Command, *aliasFlags){
-	"size": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.size, "size", "", "capacity: bytes, or with a unit: 512Mi, 1Gi, 10G")
-	},
-	"block": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().BoolVar(&f.block, "block", false, "raw block volume instead of a file system")
-	},
-	"fs": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.fs, "fs", "", "file system type, e.g. ext4 (default: the driver's)")
-	},
-	"access-mode": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.accessMode, "access-mode", defaultAccessMode, "access mode, e.g. SINGLE_NODE_WRITER, MULTI_NODE_READER_ONLY")
-	},
-	"param": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringArrayVar(&f.params, "param", nil, "parameter key=value (repeatable)")
-	},
-	"publish-context": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringArrayVar(&f.publishContext, "publish-context", nil, "publish context key=value from ControllerPublishVolume (repeatable)")
-	},
-	"publish-context-file": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.publishContextFile, "publish-context-file", "", "read the publish context from this JSON file, as publish --save-publish-context wrote it (--publish-context entries override it)")
-	},
-	"save-publish-context": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.savePublishContext, "save-publish-context", "", "write the answer's publish context, unredacted, to this JSON file (mode 0600) for stage and node-publish --publish-context-file; the printed answer stays redacted")
-	},
-	"node": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.node, "node", "", "node ID")
-	},
-	"readonly": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().BoolVar(&f.readonly, "readonly", false, "publish read-only")
-	},
-	"staging-path": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.stagingPath, "staging-path", "", "staging target path on the node")
-	},
-	"target-path": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.targetPath, "target-path", "", "target path on the node")
-	},
-	"source": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.source, "source", "", "source volume ID")
-	},
-	"max": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().Int32Var(&f.max, "max", 0, "at most this many entries (0: the driver decides)")
-	},
-	"token": func(c *cobra.Command, f *aliasFlags) {
-		c.Flags().StringVar(&f.token, "token", "", "starting token: next_token of the previous page")
-	},
+// aliasFlag is an alias flag: the field of aliasFlags it sets (a *string, *bool, *int32 or
+// *[]string), its default when a string's is not "", and its help.
+type aliasFlag struct {
+	field func(*aliasFlags) any
+	def   string
+	help  string
+}
+
+// aliasFlagDefs defines each alias flag once: name, field, default and help.
+var aliasFlagDefs = map[string]aliasFlag{
+	"size":                 {field: func(f *aliasFlags) any { return &f.size }, help: "capacity: bytes, or with a unit: 512Mi, 1Gi, 10G"},
+	"block":                {field: func(f *aliasFlags) any { return &f.block }, help: "raw block volume instead of a file system"},
+	"fs":                   {field: func(f *aliasFlags) any { return &f.fs }, help: "file system type, e.g. ext4 (default: the driver's)"},
+	"access-mode":          {field: func(f *aliasFlags) any { return &f.accessMode }, def: defaultAccessMode, help: "access mode, e.g. SINGLE_NODE_WRITER, MULTI_NODE_READER_ONLY"},
+	"param":                {field: func(f *aliasFlags) any { return &f.params }, help: "parameter key=value (repeatable)"},
+	"publish-context":      {field: func(f *aliasFlags) any { return &f.publishContext }, help: "publish context key=value from ControllerPublishVolume (repeatable)"},
+	"publish-context-file": {field: func(f *aliasFlags) any { return &f.publishContextFile }, help: "read the publish context from this JSON file, as publish --save-publish-context wrote it (--publish-context entries override it)"},
+	"save-publish-context": {field: func(f *aliasFlags) any { return &f.savePublishContext }, help: "write the answer's publish context, unredacted, to this JSON file (mode 0600) for stage and node-publish --publish-context-file; the printed answer stays redacted"},
+	"node":                 {field: func(f *aliasFlags) any { return &f.node }, help: "node ID"},
+	"readonly":             {field: func(f *aliasFlags) any { return &f.readonly }, help: "publish read-only"},
+	"staging-path":         {field: func(f *aliasFlags) any { return &f.stagingPath }, help: "staging target path on the node"},
+	"target-path":          {field: func(f *aliasFlags) any { return &f.targetPath }, help: "target path on the node"},
+	"source":               {field: func(f *aliasFlags) any { return &f.source }, help: "source volume ID"},
+	"max":                  {field: func(f *aliasFlags) any { return &f.max }, help: "at most this many entries (0: the driver decides)"},
+	"token":                {field: func(f *aliasFlags) any { return &f.token }, help: "starting token: next_token of the previous page"},
+}
+
+// define adds flag name to c, bound to its field of f. A field of another type is a
+// programming error and panics.
+func (d aliasFlag) define(c *cobra.Command, name string, f *aliasFlags) {
+	switch p := d.field(f).(type) {
+	case *string:
+		c.Flags().StringVar(p, name, d.def, d.help)
+	case *bool:
+		c.Flags().BoolVar(p, name, false, d.help)
+	case *int32:
+		c.Flags().Int32Var(p, name, 0, d.help)
+	case *[]string:
+		c.Flags().StringArrayVar(p, name, nil, d.help)
+	default:
+		panic(fmt.Sprintf("alias flag %q: field of type %T", name, p))
+	}
 }
 
 // command builds the cobra command of an alias. An alias naming a flag aliasFlagDefs does not
@@ -226,7 +223,7 @@ func (a alias) command(o *callOptions) *cobra.Command {
 		if !ok {
 			panic(fmt.Sprintf("call alias %q: no flag %q in aliasFlagDefs", a.use, name))
 		}
-		def(cmd, f)
+		def.define(cmd, name, f)
 	}
 	return cmd
 }
@@ -301,7 +298,7 @@ func (f *aliasFlags) capacity(required bool) (*csi.CapacityRange, error) {
 	if f.size == "" && !required {
 		return nil, nil
 	}
-	n, err := parseSize(f.size)
+	n, err := bytesize.Parse(f.size)
 	if err != nil {
 		return nil, usagef("--size %q: %v", f.size, err)
 	}

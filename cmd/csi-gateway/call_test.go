@@ -351,28 +351,6 @@ func TestCallSecrets(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{"1", 1}, {"4096", 4096}, {"512Mi", 512 << 20}, {"1Gi", 1 << 30}, {"10G", 10_000_000_000},
-		{"2k", 2000}, {"3Ti", 3 << 40}, {"1P", 1e15},
-		{"", 0}, {"0", 0}, {"-1Gi", 0}, {"1.5Gi", 0}, {"Gi", 0}, {"1Gx", 0}, {"9000000Pi", 0},
-	} {
-		got, err := parseSize(tc.in)
-		if tc.want == 0 {
-			if err == nil {
-				t.Errorf("parseSize(%q) = %d, want an error", tc.in, got)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-}
-
 func TestReadRequestFromStdin(t *testing.T) {
 	b, err := readRequest("-", strings.NewReader(`{"name":"x"}`))
 	if err != nil || string(b) != `{"name":"x"}` {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/backends"
+	"github.com/csi-gateway/csi-gateway/backends/translate"
+	"github.com/csi-gateway/csi-gateway/internal/bytesize"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
@@ -44,6 +46,28 @@ type Config struct {
 	// backends: grpc (the default: grpc-go's) or frames (its own HTTP/2 frame relay, an
 	// opt-in that saves CPU per call).
 	Transport proxy.Transport `mapstructure:"transport"`
+	// DescriptorSets are services the gateway does not compile in (csi-addons replication,
+	// fencing, a vendor's extension) whose calls it decodes, redacts and scrubs.
+	DescriptorSets []DescriptorSetConfig `mapstructure:"descriptorSets"`
+}
+
+// DescriptorSetConfig is one protobuf descriptor set (protoc --include_imports
+// --descriptor_set_out) and the secret fields of its messages that carry no csi_secret option.
+type DescriptorSetConfig struct {
+	File         string   `mapstructure:"file"`
+	SecretFields []string `mapstructure:"secretFields"`
+}
+
+// load reads the set; key names it in errors.
+func (d DescriptorSetConfig) load(key string) (*proxy.DescriptorSet, error) {
+	if d.File == "" {
+		return nil, fmt.Errorf("%s.file: empty; the path of a descriptor set (protoc --include_imports --descriptor_set_out)", key)
+	}
+	ds, err := proxy.LoadDescriptorSet(d.File, d.SecretFields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", key, err)
+	}
+	return ds, nil
 }
 
 // AdminConfig is the HTTP listener for /metrics, /healthz, /readyz and the live tap.
@@ -153,6 +177,9 @@ type BackendConfig struct {
 	// grpc
 	Target  string   `mapstructure:"target"`
 	Targets []string `mapstructure:"targets"` // failover order; Target is the one-target shorthand
+	// CSIVersion is the CSI version the driver speaks: v1, v0 or auto ("": auto, found out
+	// from the driver); calls of the other version are translated (translate.Backend).
+	CSIVersion translate.Version `mapstructure:"csiVersion"`
 	// rest
 	URLs     []string    `mapstructure:"urls"`
 	Protocol string      `mapstructure:"protocol"`
@@ -173,12 +200,12 @@ type BackendConfig struct {
 	// TLS is required for dns:/// targets and verifies https:// URLs against a pinned CA.
 	TLS *BackendTLSConfig `mapstructure:"tls"`
 	// embedded
-	DataDir    string   `mapstructure:"dataDir"`
-	DriverName string   `mapstructure:"driverName"`
-	NodeID     string   `mapstructure:"nodeId"`
-	KnownNodes []string `mapstructure:"knownNodes"`
-	Zone       string   `mapstructure:"zone"`
-	Capacity   byteSize `mapstructure:"capacityBytes"`
+	DataDir    string        `mapstructure:"dataDir"`
+	DriverName string        `mapstructure:"driverName"`
+	NodeID     string        `mapstructure:"nodeId"`
+	KnownNodes []string      `mapstructure:"knownNodes"`
+	Zone       string        `mapstructure:"zone"`
+	Capacity   bytesize.Size `mapstructure:"capacityBytes"`
 	// MaxVolumesPerNode caps publications per node (0 = no limit).
 	MaxVolumesPerNode int64 `mapstructure:"maxVolumesPerNode"`
 }
@@ -188,19 +215,6 @@ type RetryConfig struct {
 	MaxAttempts int           `mapstructure:"maxAttempts"`
 	MinBackoff  time.Duration `mapstructure:"minBackoff"`
 	MaxBackoff  time.Duration `mapstructure:"maxBackoff"`
-}
-
-// byteSize is a size key: a number of bytes, or in the file a whole number with a unit
-// ("1Ti", "500Gi", "10G"), read as the flags that take sizes read it (parseSize).
-type byteSize int64
-
-// UnmarshalText parses a size written with a unit.
-func (b *byteSize) UnmarshalText(text []byte) error {
-	n, err := parseSize(string(text))
-	if err == nil {
-		*b = byteSize(n)
-	}
-	return err
 }
 
 // LoggingConfig sets the log's level and format.
@@ -265,8 +279,9 @@ func bindServeFlags(f *pflag.FlagSet) {
 }
 
 // loadConfig reads the configuration in rising precedence: defaults, file, CSIGW_* variables,
-// CSI_ENDPOINT (for the first listener), flags. Every error names the key at fault.
-func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error) {
+// CSI_ENDPOINT (for the first listener), flags. Every error names the key (or the variable)
+// at fault; a CSIGW_* variable of environ that sets nothing is one (checkEnv).
+func loadConfig(flags *pflag.FlagSet, getenv func(string) string, environ []string) (Config, error) {
 	v := viper.New()
 	v.SetDefault("logging.level", "info")
 	v.SetDefault("logging.format", "json")
@@ -301,6 +316,7 @@ func loadConfig(flags *pflag.FlagSet, getenv func(string) string) (Config, error
 			return Config{}, fmt.Errorf("--config %s: %w", file, err)
 		}
 	}
+	checkEnv(environ, v.AllKeys(), &errs)
 	var c Config
 	// checkKeys refused unknown keys with their paths: mapstructure's ErrorUnused would say
 	// "'main.Config' has invalid keys" and miss those whose value is empty.

@@ -56,6 +56,8 @@ func TestBrokenConfigs(t *testing.T) {
 			[]string{"tenancy.tenants[1].name: tenant red is listed twice", "tenancy.tenants[2].name: ", "tenancy.tenants[2]: maxVolumes and maxBytes must not be negative", "tenancy.store: required with tenants"}},
 		{"etcd store and token key", unixListener + "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\ntenancy: {tokenKeyFile: FILES/none/token.key, store: {etcd: {endpoints: ['https://etcd:2379', 'etcd-1'], prefix: /gw, leaseTTL: 500ms, tls: {ca: FILES/none/etcd-ca.crt}}}, tenants: [{name: red}]}",
 			[]string{`tenancy.store.etcd.endpoints[1]: "etcd-1" is not host:port`, "tenancy.store.etcd.tls.ca: open FILES/none/etcd-ca.crt", `tenancy.store.etcd.prefix: "/gw" must end in /`, "tenancy.store.etcd.leaseTTL: 500ms is not a duration of 1s or more", "tenancy.tokenKeyFile: open FILES/none/token.key"}},
+		{"descriptor sets", unixListener + "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\ndescriptorSets: [{file: FILES/none/set.pb}, {secretFields: [a.B.c]}, {file: FILES/tls.crt}]",
+			[]string{"descriptorSets[0]: open FILES/none/set.pb: no such file or directory", "descriptorSets[1].file: empty", "descriptorSets[2]: FILES/tls.crt is not a protobuf descriptor set"}},
 		{"limits and timeouts", unixListener + "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\ntimeouts: {default: 2m, max: 1m}\nlimits: {maxFrameSize: 32768}",
 			[]string{"timeouts.default: 2m0s is longer than timeouts.max", "limits.maxFrameSize: grpc-go's server reads frames of 16384 bytes at most"}},
 		{"values of the wrong form", "backends:" + embedded + "\n  g: {type: grpc, target: 'unix:///d.sock', repair: always}\nroutes: [{methods: ['*'], backend: e}]\nvalidation: strict\ntransport: quic\nshutdown: {grace: soon}\nlisteners: [{endpoint: 'unix://ROOT/a.sock', socketMode: 0660}, {endpoint: 'udp://x'}]",
@@ -65,71 +67,81 @@ func TestBrokenConfigs(t *testing.T) {
 		{"logging", unixListener + "backends:" + embedded + "\nroutes: [{methods: ['*'], backend: e}]\nlogging: {level: loud, format: xml}",
 			[]string{`logging.format: "xml" is not json or text`, `logging.level: "loud" is not debug, info, warn or error`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			root, files := filepath.Join(t.TempDir(), "root"), t.TempDir()
-			if err := os.Mkdir(root, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range []string{"tls.crt", "tls.key", "ca.crt", "token"} {
-				writePlaceholder(t, filepath.Join(files, f))
-			}
-			paths := strings.NewReplacer("ROOT", root, "FILES", files)
-			file := filepath.Join(t.TempDir(), "config.yaml")
-			writeFileAt(t, file, paths.Replace(tc.yaml))
-
-			out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--check-config", "--config", file)
-			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-			if err == nil || len(lines) != len(tc.want) {
-				t.Fatalf("serve --check-config: %v, %d lines, want exit 1 and %d:\n%s", err, len(lines), len(tc.want), out)
-			}
-			for i, w := range tc.want {
-				if !strings.HasPrefix(lines[i], paths.Replace(w)) {
-					t.Errorf("line %d: %s\nwant it to start with %s", i+1, lines[i], paths.Replace(w))
-				}
-			}
-
-			out, err = runGateway(t, testutil.Binary(t), nil, "serve", "--config", file, "--data-dir", filepath.Join(root, "default-data"))
-			if err == nil || !strings.Contains(out, lines[0]) {
-				t.Errorf("serve: %v\n%s\nwant exit 1 and %s", err, out, lines[0])
-			}
-			if entries, _ := os.ReadDir(root); len(entries) > 0 {
-				t.Errorf("a start that failed created %v in %s", entries, root)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkBroken(t, tc.yaml, nil, tc.want) })
 	}
+	// A certificate that can be read but does not parse passes --check-config, which reads
+	// files but does not parse them; serve loads it with the other TLS material, before the
+	// embedded backend creates its data directory or the ledger anything.
+	t.Run("etcd certificate that does not parse", func(t *testing.T) {
+		file, root, _ := brokenFile(t, "listeners: [{endpoint: unix://ROOT/csi.sock, tenant: red}]\nbackends:"+embedded+"\nroutes: [{methods: ['*'], backend: e}]\n"+
+			"tenancy: {store: {etcd: {endpoints: ['https://127.0.0.1:2379'], tls: {ca: FILES/ca.crt, cert: FILES/tls.crt, key: FILES/tls.key}}}, tenants: [{name: red}]}")
+		if out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--check-config", "--config", file); err != nil || strings.TrimSpace(out) != "configuration OK" {
+			t.Fatalf("serve --check-config: %v\n%s", err, out)
+		}
+		failsToStart(t, nil, file, root, "tenancy.store.etcd.tls: ")
+	})
 }
 
-// TestStartWithBadCertificateCreatesNothing: a certificate that can be read but does not
-// parse passes --check-config (it checks the files can be read) and stops serve before the
-// embedded appliance's data directory, the ledger or a socket is created: the TLS material
-// of listeners and backends is loaded first.
-func TestStartWithBadCertificateCreatesNothing(t *testing.T) {
-	for _, tc := range []struct{ name, yaml string }{
-		{"listener", "listeners: [{endpoint: 'tcp://127.0.0.1:0', tls: {cert: FILES/tls.crt, key: FILES/tls.key, clientCA: FILES/ca.crt}, clients: [{cn: a}]}]\n" +
-			"backends: {a: {type: embedded, dataDir: ROOT/data}}\nroutes: [{methods: ['*'], backend: a}]\ntenancy: {ledger: ROOT/tenancy.db}"},
-		{"backend", "listeners: [{endpoint: unix://ROOT/csi.sock}]\n" +
-			"backends: {a: {type: embedded, dataDir: ROOT/data}, z: {type: rest, urls: ['https://z:1'], tls: {ca: FILES/ca.crt}}}\nroutes: [{methods: ['*'], backend: z}]\ntenancy: {ledger: ROOT/tenancy.db}"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			root, files := filepath.Join(t.TempDir(), "root"), t.TempDir()
-			if err := os.Mkdir(root, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range []string{"tls.crt", "tls.key", "ca.crt"} {
-				writePlaceholder(t, filepath.Join(files, f))
-			}
-			file := filepath.Join(t.TempDir(), "config.yaml")
-			writeFileAt(t, file, strings.NewReplacer("ROOT", root, "FILES", files).Replace(tc.yaml))
-			if out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--check-config", "--config", file); err != nil {
-				t.Fatalf("serve --check-config: %v\n%s", err, out)
-			}
-			out, err := runGateway(t, testutil.Binary(t), nil, "serve", "--config", file)
-			if err == nil || !strings.Contains(out, ".tls") {
-				t.Fatalf("serve: %v\n%s\nwant exit 1 naming the tls key", err, out)
-			}
-			if entries, _ := os.ReadDir(root); len(entries) > 0 {
-				t.Errorf("a start that failed created %v in %s", entries, root)
-			}
-		})
+// TestBrokenEnvironment: a CSIGW_* variable that sets no key is refused like an unknown key,
+// with the nearest variable that does; the test harness's own variables (CSIGW_ETCD) are not
+// configuration and pass. Values are never repeated.
+func TestBrokenEnvironment(t *testing.T) {
+	const yaml = "listeners: [{endpoint: unix://ROOT/csi.sock}]\nbackends: {e: {type: embedded, dataDir: ROOT/data}}\nroutes: [{methods: ['*'], backend: e}]"
+	checkBroken(t, yaml, []string{"CSIGW_SOCKETMDOE=0600", "CSIGW_LOGGING_LEVLE=canary-value", "CSIGW_LOGGING_LEVEL=debug", "CSIGW_FROBNICATE=1", "CSIGW_ETCD=/usr/bin/etcd"},
+		[]string{"CSIGW_FROBNICATE: unknown environment variable", "CSIGW_LOGGING_LEVLE: unknown environment variable (did you mean CSIGW_LOGGING_LEVEL?)", "CSIGW_SOCKETMDOE: unknown environment variable (did you mean CSIGW_SOCKET_MODE?)"})
+}
+
+// checkBroken runs `serve --check-config` on yaml with env (ROOT and FILES replaced as
+// TestBrokenConfigs says) and wants exit 1 with lines starting with want, in order, and none
+// repeating a value of env; then `serve`, which must fail the same way and create nothing.
+func checkBroken(t *testing.T, yaml string, env, want []string) {
+	t.Helper()
+	file, root, paths := brokenFile(t, yaml)
+	out, err := runGateway(t, testutil.Binary(t), env, "serve", "--check-config", "--config", file)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if err == nil || len(lines) != len(want) {
+		t.Fatalf("serve --check-config: %v, %d lines, want exit 1 and %d:\n%s", err, len(lines), len(want), out)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], paths.Replace(w)) {
+			t.Errorf("line %d: %s\nwant it to start with %s", i+1, lines[i], paths.Replace(w))
+		}
+	}
+	for _, kv := range env {
+		if _, value, _ := strings.Cut(kv, "="); strings.Contains(out, value) {
+			t.Errorf("the output repeats the value of %s:\n%s", kv, out)
+		}
+	}
+	failsToStart(t, env, file, root, lines[0])
+}
+
+// brokenFile writes yaml, with ROOT and FILES replaced, to a configuration file: ROOT is an
+// empty directory, FILES one with placeholder (readable, not PEM) tls.crt, tls.key, ca.crt
+// and token.
+func brokenFile(t *testing.T, yaml string) (file, root string, paths *strings.Replacer) {
+	t.Helper()
+	root, files := filepath.Join(t.TempDir(), "root"), t.TempDir()
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tls.crt", "tls.key", "ca.crt", "token"} {
+		writePlaceholder(t, filepath.Join(files, f))
+	}
+	paths = strings.NewReplacer("ROOT", root, "FILES", files)
+	file = filepath.Join(t.TempDir(), "config.yaml")
+	writeFileAt(t, file, paths.Replace(yaml))
+	return file, root, paths
+}
+
+// failsToStart runs `serve` on file with env and wants exit 1 with an output that says want,
+// and nothing created in root.
+func failsToStart(t *testing.T, env []string, file, root, want string) {
+	t.Helper()
+	out, err := runGateway(t, testutil.Binary(t), env, "serve", "--config", file, "--data-dir", filepath.Join(root, "default-data"))
+	if err == nil || !strings.Contains(out, want) {
+		t.Errorf("serve: %v\n%s\nwant exit 1 and %s", err, out, want)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) > 0 {
+		t.Errorf("a start that failed created %v in %s", entries, root)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
@@ -32,7 +35,8 @@ type example struct {
 //   - the YAML files under deploy/ that are configurations (the ConfigMaps' sources, the
 //     systemd example), by the same rule;
 //   - the config.yaml templates of the Nomad jobs, their ${var.x} and {{ env "X" }} replaced
-//     by the variable's default or by exampleVariables, run with the CSI_ENDPOINT Nomad sets.
+//     by exampleVariables or by the variable's default, one example for each side of every
+//     %{ if }…%{ else }…%{ endif } directive, run with the CSI_ENDPOINT Nomad sets.
 //
 // The files an example names (TLS material, credentials, the token key) are created as
 // placeholders under a temporary root, and the example's paths rewritten to them: Validate
@@ -129,43 +133,62 @@ var (
 	nomadVariable = regexp.MustCompile(`(?s)variable\s+"(\w+)"\s*\{[^}]*?default\s*=\s*"([^"]*)"`)
 	nomadRef      = regexp.MustCompile(`\$\{var\.(\w+)\}`)
 	nomadEnvRef   = regexp.MustCompile(`\{\{\s*env\s+"(\w+)"\s*\}\}`)
+	nomadIf       = regexp.MustCompile(`(?s)%\{ if [^}]*\}(.*?)%\{ else \}(.*?)%\{ endif \}`)
 )
 
 // exampleVariables are values for the Nomad variables that have no default, and for the
 // environment variables a template reads ({{ env "NAME" }}).
 var exampleVariables = map[string]string{
-	"appliance_url":    "https://appliance.example.com:8443",
-	"NOMAD_ADDR_admin": "127.0.0.1:9808",
+	"appliance_url":     "https://appliance.example.com:8443",
+	"NOMAD_ADDR_admin":  "127.0.0.1:9808",
+	"NOMAD_SECRETS_DIR": "/secrets",
 }
 
 // nomadPluginEnv is what Nomad sets for a CSI plugin task: the gateway serves CSI_ENDPOINT.
 var nomadPluginEnv = []string{"CSI_ENDPOINT=unix:///csi/csi.sock"}
 
 // nomadConfigTemplates returns the config.yaml templates of a Nomad job, dedented (<<-) and
-// with their variables filled in.
+// with their variables filled in, once for each side of their %{ if } directives.
 func nomadConfigTemplates(t *testing.T, where, hcl string) []example {
 	defaults := map[string]string{}
 	for _, m := range nomadVariable.FindAllStringSubmatch(hcl, -1) {
 		defaults[m[1]] = m[2]
 	}
+	fill := func(re *regexp.Regexp) func(string) string {
+		return func(ref string) string {
+			name := re.FindStringSubmatch(ref)[1]
+			if v, ok := exampleVariables[name]; ok {
+				return v
+			}
+			if v, ok := defaults[name]; ok {
+				return v
+			}
+			t.Errorf("%s: %s has no default: add an example value to exampleVariables", where, ref)
+			return ref
+		}
+	}
 	var out []example
 	for _, m := range nomadTemplate.FindAllStringSubmatchIndex(hcl, -1) {
-		fill := func(re *regexp.Regexp) func(string) string {
-			return func(ref string) string {
-				name := re.FindStringSubmatch(ref)[1]
-				if v, ok := defaults[name]; ok {
-					return v
-				}
-				if v, ok := exampleVariables[name]; ok {
-					return v
-				}
-				t.Errorf("%s: %s has no default: add an example value to exampleVariables", where, ref)
-				return ref
-			}
+		at := where + ":" + strconv.Itoa(strings.Count(hcl[:m[0]], "\n")+1)
+		for i, body := range templateBranches(hcl[m[2]:m[3]]) {
+			body = nomadRef.ReplaceAllStringFunc(dedent(body), fill(nomadRef))
+			body = nomadEnvRef.ReplaceAllStringFunc(body, fill(nomadEnvRef))
+			out = append(out, example{where: at + "#" + strconv.Itoa(i+1), yaml: body, env: nomadPluginEnv})
 		}
-		body := nomadRef.ReplaceAllStringFunc(dedent(hcl[m[2]:m[3]]), fill(nomadRef))
-		body = nomadEnvRef.ReplaceAllStringFunc(body, fill(nomadEnvRef))
-		out = append(out, example{where: where + ":" + strconv.Itoa(strings.Count(hcl[:m[0]], "\n")+1), yaml: body, env: nomadPluginEnv})
+	}
+	return out
+}
+
+// templateBranches returns the texts an HCL template can render: one for each combination of
+// the sides of its (unnested) %{ if }…%{ else }…%{ endif } directives.
+func templateBranches(text string) []string {
+	m := nomadIf.FindStringSubmatchIndex(text)
+	if m == nil {
+		return []string{text}
+	}
+	var out []string
+	for _, side := range [][2]int{{m[2], m[3]}, {m[4], m[5]}} {
+		out = append(out, templateBranches(text[:m[0]]+text[side[0]:side[1]]+text[m[1]:])...)
 	}
 	return out
 }
@@ -213,8 +236,42 @@ func isGatewayConfig(t *testing.T, text string) bool {
 // fileKeys are the keys whose values are files the gateway reads at start.
 var fileKeys = []string{"cert", "key", "clientCA", "ca", "bearerTokenFile", "usernameFile", "passwordFile", "tokenKeyFile"}
 
+// secretFieldsOf returns the secretFields of a descriptorSets entry (a mapping node).
+func secretFieldsOf(entry *yaml.Node) []string {
+	var out []string
+	for i := 0; i+1 < len(entry.Content); i += 2 {
+		if entry.Content[i].Value == "secretFields" {
+			for _, f := range entry.Content[i+1].Content {
+				out = append(out, f.Value)
+			}
+		}
+	}
+	return out
+}
+
+// descriptorSetDeclaring returns a descriptor set in which each of fields (full names:
+// package.Message.field) is a string field, for an example's placeholder descriptor set.
+func descriptorSetDeclaring(fields []string) *descriptorpb.FileDescriptorSet {
+	set := &descriptorpb.FileDescriptorSet{}
+	for i, f := range fields {
+		parts := strings.Split(f, ".")
+		if len(parts) < 3 {
+			continue // not a full name: the gateway's check reports it
+		}
+		set.File = append(set.File, &descriptorpb.FileDescriptorProto{
+			Name: proto.String(fmt.Sprintf("example%d.proto", i)), Package: proto.String(strings.Join(parts[:len(parts)-2], ".")),
+			Syntax: proto.String("proto3"),
+			MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String(parts[len(parts)-2]), Field: []*descriptorpb.FieldDescriptorProto{{
+				Name: proto.String(parts[len(parts)-1]), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+				Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()}}}},
+		})
+	}
+	return set
+}
+
 // withPlaceholderFiles returns text with every absolute path under a fileKeys key moved under
-// a temporary root, where a placeholder is created (a hex key for tokenKeyFile).
+// a temporary root, where a placeholder is created (a hex key for tokenKeyFile; for a
+// descriptorSets file, a set that declares the entry's secretFields).
 func withPlaceholderFiles(t *testing.T, text string) string {
 	t.Helper()
 	var doc yaml.Node
@@ -227,6 +284,10 @@ func withPlaceholderFiles(t *testing.T, text string) string {
 		if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
+				if k.Value == "file" && v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, "/") { // descriptorSets[]
+					v.Value = filepath.Join(root, v.Value)
+					writeFileAt(t, v.Value, string(testutil.MustMarshal(t, descriptorSetDeclaring(secretFieldsOf(n)))))
+				}
 				if slices.Contains(fileKeys, k.Value) && v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, "/") {
 					v.Value = filepath.Join(root, v.Value)
 					writePlaceholder(t, v.Value)

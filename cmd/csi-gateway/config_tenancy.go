@@ -12,6 +12,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/auth"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
+	"github.com/csi-gateway/csi-gateway/tlsconf"
 )
 
 // TenancyConfig makes the gateway a central one shared by tenants (clusters): callers are
@@ -69,19 +70,22 @@ func (t TenancyConfig) enabled() bool {
 	return t.Ledger != "" || t.Store.Bbolt != nil || t.Store.Etcd != nil
 }
 
-// openStore opens the configured store and says what it is, for the log. Its errors name
-// the key at fault.
-func (t TenancyConfig) openStore(log *slog.Logger) (tenancy.Store, string, error) {
+// etcdTLS loads tenancy.store.etcd.tls, or returns nil without one. serve loads it with the
+// other TLS files, before any backend, ledger or socket is created, so that a certificate
+// that does not parse stops a start that has created nothing. openStore hands it to the
+// store, which closes it.
+func (t TenancyConfig) etcdTLS(log *slog.Logger) (*tlsconf.Client, error) {
+	if e := t.Store.Etcd; e != nil && e.TLS != nil {
+		return clientTLS("tenancy.store.etcd.tls", *e.TLS, log)
+	}
+	return nil, nil
+}
+
+// openStore opens the configured store, an etcd one with tc (etcdTLS's; closed by the store,
+// on failure too), and says what it is, for the log. Its errors name the key at fault.
+func (t TenancyConfig) openStore(tc *tlsconf.Client) (tenancy.Store, string, error) {
 	if e := t.Store.Etcd; e != nil {
-		cfg := tenancy.EtcdConfig{Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, RequestTimeout: e.RequestTimeout}
-		if e.TLS != nil {
-			tc, err := clientTLS("tenancy.store.etcd.tls", *e.TLS, log)
-			if err != nil {
-				return nil, "", err
-			}
-			cfg.TLS = tc
-		}
-		store, err := tenancy.OpenEtcd(cfg)
+		store, err := tenancy.OpenEtcd(tenancy.EtcdConfig{Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, RequestTimeout: e.RequestTimeout, TLS: tc})
 		if err != nil {
 			return nil, "", fmt.Errorf("tenancy.store.etcd: %w", err)
 		}
@@ -96,6 +100,16 @@ func (t TenancyConfig) openStore(log *slog.Logger) (tenancy.Store, string, error
 		return nil, "", fmt.Errorf("%s: %w", key, err)
 	}
 	return store, "bbolt " + path, nil
+}
+
+// loadAndOpenStore is etcdTLS then openStore, for the commands that open a store and
+// nothing else.
+func (t TenancyConfig) loadAndOpenStore(log *slog.Logger) (tenancy.Store, string, error) {
+	tc, err := t.etcdTLS(log)
+	if err != nil {
+		return nil, "", err
+	}
+	return t.openStore(tc)
 }
 
 // checkStore records the problems of tenancy.store (and its shorthand tenancy.ledger).

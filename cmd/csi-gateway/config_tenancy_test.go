@@ -44,7 +44,7 @@ func TestConfigTenancyStore(t *testing.T) {
 			}
 			open := func() *tenancy.Ledger {
 				t.Helper()
-				store, where, err := c.Tenancy.openStore(slog.New(slog.DiscardHandler))
+				store, where, err := c.Tenancy.loadAndOpenStore(slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
 				}

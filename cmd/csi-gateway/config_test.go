@@ -37,7 +37,7 @@ func loadFrom(t *testing.T, yaml string, args []string, env map[string]string) (
 			t.Setenv(k, v) // viper reads these from the process environment
 		}
 	}
-	return loadConfig(flags, func(k string) string { return env[k] })
+	return loadConfig(flags, func(k string) string { return env[k] }, os.Environ())
 }
 
 // underRoot creates an empty file at each of paths under a new temporary directory and
@@ -296,6 +296,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad CSI_ENDPOINT", "", map[string]string{"CSI_ENDPOINT": "unix://relative.sock"}, `CSI_ENDPOINT: endpoint "unix://relative.sock": a unix socket path must be absolute`},
 		{"listener without endpoint", "listeners: [{socketMode: '0660'}]", nil, "listeners[0].endpoint: required"},
 		{"unknown repair", "backends: {a: {type: grpc, target: 'unix:///d.sock', repair: always}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.repair: unknown repair setting "always"; use plugin, spec or none`},
+		{"unknown csiVersion", "backends: {a: {type: grpc, target: 'unix:///d.sock', csiVersion: v2}}\nroutes: [{methods: ['*'], backend: a}]", nil, `backends.a.csiVersion: unknown CSI version "v2"; use v1, v0 or auto`},
+		{"csiVersion on rest", "backends: {a: {type: rest, urls: ['https://a'], csiVersion: v0}}\nroutes: [{methods: ['*'], backend: a}]", nil, "backends.a.csiVersion: only for grpc backends"},
 		{"capacity without a whole number", "backends: {e: {type: embedded, capacityBytes: 1.5Ti}}\nroutes: [{methods: ['*'], backend: e}]", nil, "backends.e.capacityBytes: want a positive whole number of bytes"},
 		{"bad method pattern", "listeners: [{endpoint: unix:///tmp/a.sock, methods: ['csi.v1.Controller/*']}]", nil, `listeners[0].methods: "csi.v1.Controller/*" is not a full method pattern`},
 	} {
@@ -427,6 +429,46 @@ func TestConfigCapacityUnits(t *testing.T) {
 		}
 		if got := int64(c.Backends["e"].Capacity); got != want {
 			t.Errorf("capacityBytes: %s = %d, want %d", written, got, want)
+		}
+	}
+}
+
+// TestConfigSizeUnits: the sizes of limits and of tenants' quotas take bytes or a size with a
+// unit, as capacityBytes does; a 32-bit limit refuses a size past 32 bits with its key.
+func TestConfigSizeUnits(t *testing.T) {
+	const base = "backends: {e: {type: embedded}}\nroutes: [{methods: ['*'], backend: e}]\n"
+	for _, tc := range []struct {
+		limits                    string
+		frameSize, headerListSize uint32
+	}{
+		{"{maxHeaderListSize: 131072}", 16384, 128 << 10},
+		{"{maxFrameSize: 16KiB, maxHeaderListSize: 64Ki}", 16 << 10, 64 << 10},
+		{"{maxFrameSize: '16384', maxHeaderListSize: 1MiB}", 16384, 1 << 20},
+	} {
+		c, err := loadFrom(t, base+"limits: "+tc.limits, nil, nil)
+		if err != nil {
+			t.Fatalf("limits: %s: %v", tc.limits, err)
+		}
+		if got := c.Limits; uint32(got.MaxFrameSize) != tc.frameSize || uint32(got.MaxHeaderListSize) != tc.headerListSize {
+			t.Errorf("limits: %s = %d, %d; want %d, %d", tc.limits, got.MaxFrameSize, got.MaxHeaderListSize, tc.frameSize, tc.headerListSize)
+		}
+	}
+	for written, want := range map[string]int64{"1099511627776": 1 << 40, "1Ti": 1 << 40, "500GiB": 500 << 30, "10G": 10e9} {
+		c, err := loadFrom(t, base+"tenancy: {ledger: /t.db, tenants: [{name: blue, maxBytes: "+written+"}]}", nil, nil)
+		if err != nil {
+			t.Fatalf("maxBytes: %s: %v", written, err)
+		}
+		if got := int64(c.Tenancy.quotas()["blue"].MaxBytes); got != want {
+			t.Errorf("maxBytes: %s = %d, want %d", written, got, want)
+		}
+	}
+	for written, want := range map[string]string{
+		"limits: {maxHeaderListSize: 4Gi}":                                   "limits.maxHeaderListSize: ",
+		"limits: {maxFrameSize: 16Kx}":                                       "limits.maxFrameSize: ",
+		"tenancy: {ledger: /t.db, tenants: [{name: blue, maxBytes: 1.5Ti}]}": "tenancy.tenants[0].maxBytes: ",
+	} {
+		if _, err := loadFrom(t, base+written, nil, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error naming %q", written, err, want)
 		}
 	}
 }

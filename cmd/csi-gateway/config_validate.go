@@ -53,6 +53,11 @@ func (c *Config) check(errs *configErrors) {
 	}
 	errs.add(c.Limits.Validate(c.Transport))
 	c.Tenancy.check(errs)
+	for i, d := range c.DescriptorSets {
+		if _, err := d.load(fmt.Sprintf("descriptorSets[%d]", i)); err != nil {
+			errs.add(err)
+		}
+	}
 }
 
 // check records the problems of listener key: its endpoint, its security against the
@@ -145,6 +150,9 @@ func (b BackendConfig) check(key, name string, errs *configErrors) {
 		errs.addf(key+".type", "required: grpc, rest or embedded")
 	default:
 		errs.addf(key+".type", "%q is not one of grpc, rest, embedded", b.Type)
+	}
+	if b.CSIVersion != "" && b.Type != "grpc" {
+		errs.addf(key+".csiVersion", "only for grpc backends: rest and embedded backends speak CSI v1, and v0 callers are translated for them")
 	}
 	if b.Auth != (BackendAuthConfig{}) && b.Type != "rest" {
 		errs.addf(key+".auth", "only for rest backends")

@@ -53,6 +53,13 @@ func newLedgerCommand() *cobra.Command {
 	return cmd
 }
 
+// ledgerStoreFlag adds the required flag name to cmd: a ledger store, what the command uses
+// it as.
+func ledgerStoreFlag(cmd *cobra.Command, store *string, name, what string) {
+	cmd.Flags().StringVar(store, name, "", what+" (bbolt:PATH, etcd:URLS or config:FILE)")
+	cmd.MarkFlagRequired(name)
+}
+
 func newLedgerExportCommand() *cobra.Command {
 	var store, output string
 	cmd := &cobra.Command{
@@ -76,9 +83,8 @@ func newLedgerExportCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&store, "store", "", "the ledger to export (bbolt:PATH, etcd:URLS or config:FILE)")
+	ledgerStoreFlag(cmd, &store, "store", "the ledger to export")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default stdout); written whole or not at all")
-	cmd.MarkFlagRequired("store")
 	return cmd
 }
 
@@ -109,9 +115,8 @@ func newLedgerImportCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&store, "store", "", "the ledger to import into (bbolt:PATH, etcd:URLS or config:FILE)")
+	ledgerStoreFlag(cmd, &store, "store", "the ledger to import into")
 	cmd.Flags().BoolVar(&merge, "merge", false, "add the records to a ledger that holds some (objects of another tenant are refused)")
-	cmd.MarkFlagRequired("store")
 	return cmd
 }
 
@@ -125,10 +130,8 @@ func newLedgerMigrateCommand() *cobra.Command {
 			return migrateLedger(cmd.Context(), cmd.OutOrStdout(), from, to)
 		},
 	}
-	cmd.Flags().StringVar(&from, "from", "", "the ledger to copy (bbolt:PATH, etcd:URLS or config:FILE)")
-	cmd.Flags().StringVar(&to, "to", "", "the store to copy it into, empty (bbolt:PATH, etcd:URLS or config:FILE)")
-	cmd.MarkFlagRequired("from")
-	cmd.MarkFlagRequired("to")
+	ledgerStoreFlag(cmd, &from, "from", "the ledger to copy")
+	ledgerStoreFlag(cmd, &to, "to", "the store to copy it into, empty")
 	return cmd
 }
 
@@ -235,7 +238,7 @@ func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
 		flags := pflag.NewFlagSet("ledger", pflag.ContinueOnError)
 		bindServeFlags(flags)
 		flags.Set("config", arg)
-		cfg, err := loadConfig(flags, os.Getenv)
+		cfg, err := loadConfig(flags, os.Getenv, os.Environ())
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 		}
@@ -251,7 +254,7 @@ func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
 			return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 		}
 	}
-	s, _, err := t.openStore(slog.New(slog.DiscardHandler))
+	s, _, err := t.loadAndOpenStore(slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 	}

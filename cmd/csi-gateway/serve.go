@@ -31,6 +31,7 @@ import (
 	"github.com/csi-gateway/csi-gateway/backends/embedded"
 	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
+	"github.com/csi-gateway/csi-gateway/backends/translate"
 	"github.com/csi-gateway/csi-gateway/proxy"
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 	"github.com/csi-gateway/csi-gateway/tlsconf"
@@ -52,7 +53,7 @@ CSIGW_* environment variables override the file (CSIGW_LOGGING_LEVEL=debug), fla
 0 or 1, like nginx -t.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd.Flags(), os.Getenv)
+			cfg, err := loadConfig(cmd.Flags(), os.Getenv, os.Environ())
 			if check, _ := cmd.Flags().GetBool("check-config"); check {
 				return reportConfigCheck(err, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
@@ -78,9 +79,9 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	}
 	defer stopTracing()
 	metrics := proxy.NewMetrics(cfg.Admin.DriverName, prometheus.NewRegistry())
-	// The listeners' TLS material, then the backends', is loaded before any backend or ledger
-	// is opened: a certificate that does not parse stops the start before anything is
-	// created on disk (Validate has read every file already).
+	// The listeners' TLS material, then the etcd store's and the backends', is loaded before
+	// any backend or ledger is opened: a certificate that does not parse stops the start
+	// before anything is created on disk (Validate has read every file already).
 	policies, tlsServers, err := listenerPolicies(cfg.Listeners, metrics, log)
 	defer func() {
 		for _, ts := range tlsServers {
@@ -90,6 +91,15 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	etcdTLS, err := cfg.Tenancy.etcdTLS(log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if etcdTLS != nil { // not handed to the store
+			etcdTLS.Close()
+		}
+	}()
 	bes, backendClients, err := openBackends(cfg, log, tp, prop)
 	defer closeBackends(bes, log)
 	defer func() {
@@ -117,7 +127,8 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		store, where, err := cfg.Tenancy.openStore(log)
+		store, where, err := cfg.Tenancy.openStore(etcdTLS)
+		etcdTLS = nil // the store's now, closed by it
 		if err != nil {
 			return err
 		}
@@ -138,11 +149,19 @@ func serve(ctx context.Context, cfg Config, gc gcTuning, stderr io.Writer) error
 	for name, b := range cfg.Backends {
 		repairs[name] = cmp.Or(b.Repair, proxy.DefaultRepair(b.Type))
 	}
+	var sets []*proxy.DescriptorSet
+	for i, d := range cfg.DescriptorSets {
+		ds, err := d.load(fmt.Sprintf("descriptorSets[%d]", i))
+		if err != nil {
+			return err
+		}
+		sets = append(sets, ds)
+	}
 	srv, err := proxy.NewServer(proxy.Options{
 		Routes: cfg.Routes, Backends: bes, Log: log, SafeContextKeys: cfg.Redaction.SafeContextKeys, Repairs: repairs,
 		Metrics: metrics, Observers: []proxy.CallObserver{tap}, Timeouts: timeouts,
 		Validation: cfg.Validation, Tenancy: ledger, Transport: cfg.Transport, Limits: cfg.Limits,
-		Readiness: readiness,
+		Readiness: readiness, DescriptorSets: sets,
 		// Always, even with tracing off: it carries callers' trace context through.
 		StatsHandlers: []stats.Handler{proxy.TracingStatsHandler(tp, prop)},
 	})
@@ -266,13 +285,22 @@ func openBackends(cfg Config, log *slog.Logger, tp trace.TracerProvider, prop pr
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
-		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), tp, prop)
+		be, err := openBackend(name, cfg.Backends[name], byName[name], cfg.Transport, log.With("backend", name), backends.ClientTracing{Provider: tp, Propagator: prop})
 		if err != nil {
 			return bes, clients, err
 		}
-		bes[name] = be
+		bes[name] = translate.New(name, be, cfg.Backends[name].csiVersion())
 	}
 	return bes, clients, nil
+}
+
+// csiVersion is the CSI version the backend speaks: a grpc driver's configured csiVersion
+// (auto when unset), v1 for every other backend.
+func (b BackendConfig) csiVersion() translate.Version {
+	if b.Type != "grpc" {
+		return translate.V1
+	}
+	return cmp.Or(b.CSIVersion, translate.Auto)
 }
 
 // backendTLS loads backend name's TLS files, or returns nil when it has none.
@@ -298,7 +326,7 @@ func clientTLS(key string, t BackendTLSConfig, log *slog.Logger) (*tlsconf.Clien
 }
 
 // openBackend builds one backend; tc (nil: none) is the TLS configuration it dials with.
-func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (backends.Backend, error) {
+func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport proxy.Transport, log *slog.Logger, tracing backends.ClientTracing) (backends.Backend, error) {
 	switch b.Type {
 	case "embedded":
 		be, err := embedded.OpenBackend(name, b.embeddedConfig(), log)
@@ -307,15 +335,15 @@ func openBackend(name string, b BackendConfig, tc *tlsconf.Client, transport pro
 		}
 		return be, nil
 	case "grpc":
-		opts := []grpcbackend.Option{grpcbackend.WithTracerProvider(tp), grpcbackend.WithPropagator(prop), grpcbackend.WithLogger(log),
-			grpcbackend.WithCircuitBreaker(b.CircuitBreaker)}
+		opts := []grpcbackend.Option{grpcbackend.WithTracing(tracing), grpcbackend.WithLogger(log),
+			grpcbackend.WithCircuitBreaker(b.CircuitBreaker), grpcbackend.WithUserAgent(gatewayUserAgent())}
 		if tc != nil {
 			opts = append(opts, grpcbackend.WithTransportCredentials(credentials.NewTLS(tc.Config())))
 		}
 		opts = append(opts, grpcbackend.WithFrames(transport == proxy.TransportFrames))
 		return grpcbackend.New(name, grpcbackend.Config{Target: b.Target, Targets: b.Targets}, opts...)
 	case "rest":
-		opts := []rest.Option{rest.WithTracerProvider(tp), rest.WithPropagator(prop)}
+		opts := []rest.Option{rest.WithTracing(tracing)}
 		if tc != nil {
 			opts = append(opts, rest.WithTLSConfig(tc.Config()))
 		}

@@ -104,3 +104,7 @@ func addVersion(root *cobra.Command, info buildInfo) {
 
 // buildVersion is buildInfo's Version for this binary.
 func buildVersion() string { return readBuildInfo(version).Version }
+
+// gatewayUserAgent is the user-agent of the gateway's own calls to a driver (readiness probes,
+// capability fetches): "csi-gateway/<version>", which the transport's token follows.
+func gatewayUserAgent() string { return "csi-gateway/" + buildVersion() }

@@ -15,8 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// userAgent is sent on every call, like grpc-go's "grpc-go/<version>".
-const userAgent = "grpc-go-h2grpc/1"
+// userAgentToken ends the user-agent of every call, as grpc-go appends "grpc-go/<version>"
+// to the one given with grpc.WithUserAgent.
+const userAgentToken = "grpc-go-h2grpc/1"
 
 // defaultDialTimeout bounds connecting (dial, handshake, the server's SETTINGS) when the
 // call's context has no deadline.
@@ -42,6 +43,10 @@ type ClientConfig struct {
 	// MaxRecvMsgSize bounds a response message (default 4 MiB); grpc.MaxCallRecvMsgSize
 	// overrides it per call.
 	MaxRecvMsgSize int
+	// UserAgent is the user-agent of every call, followed by the client's own token
+	// ("grpc-go-h2grpc/1") as grpc.WithUserAgent does; CallUserAgent replaces it for one
+	// call. Empty: the token alone. Like metadata values, it must be printable ASCII.
+	UserAgent string
 }
 
 // ClientConn multiplexes calls over one HTTP/2 connection, made on the first call and made
@@ -53,6 +58,7 @@ type ClientConn struct {
 	codec  encoding.CodecV2
 	sh     statsHandlers
 	scheme string
+	agent  string // the user-agent header of calls without CallUserAgent
 
 	dialSem chan struct{} // one dial at a time
 
@@ -67,14 +73,13 @@ var _ grpc.ClientConnInterface = (*ClientConn)(nil)
 
 // NewClientConn returns a ClientConn for cfg; it does not connect until the first call.
 func NewClientConn(cfg ClientConfig) *ClientConn {
-	if cfg.MaxRecvMsgSize <= 0 {
-		cfg.MaxRecvMsgSize = defaultMaxRecvMsgSize
-	}
+	positiveOr(&cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)
 	cc := &ClientConn{
 		cfg:     cfg,
 		codec:   codecOrProto(cfg.Codec),
 		sh:      statsHandlers(cfg.StatsHandlers),
 		scheme:  "http",
+		agent:   joinUserAgent(cfg.UserAgent),
 		dialSem: make(chan struct{}, 1),
 		all:     make(map[*clientTransport]struct{}),
 	}

@@ -75,12 +75,7 @@ func (ct *clientTransport) setMaxStreams(n uint32) {
 	ct.mu.Unlock()
 }
 
-func (ct *clientTransport) signalSlotsLocked() {
-	if ct.slotWait != nil {
-		close(ct.slotWait)
-		ct.slotWait = nil
-	}
-}
+func (ct *clientTransport) signalSlotsLocked() { wake(&ct.slotWait) }
 
 // reserveSlot waits, within done, for the stream count to be under the server's limit.
 func (ct *clientTransport) reserveSlot(cs *clientStream, done <-chan struct{}) error {
@@ -96,10 +91,7 @@ func (ct *clientTransport) reserveSlot(cs *clientStream, done <-chan struct{}) e
 			ct.mu.Unlock()
 			return nil
 		}
-		if ct.slotWait == nil {
-			ct.slotWait = make(chan struct{})
-		}
-		ch := ct.slotWait
+		ch := waitFor(&ct.slotWait)
 		ct.mu.Unlock()
 		select {
 		case <-ch:
@@ -184,25 +176,14 @@ func (ct *clientTransport) readLoop() {
 }
 
 func (ct *clientTransport) readFrames() error {
-	for {
-		f, err := ct.hr.readFrame()
-		if err == nil {
-			err = ct.handle(f)
-		}
-		if err == nil {
-			continue
-		}
-		var se http2.StreamError
-		if errors.As(err, &se) {
-			ct.resetStream(se.StreamID, se.Code, status.Errorf(codes.Internal, "stream error: %v", se))
-			continue
-		}
-		var ce http2.ConnectionError
-		if errors.As(err, &ce) {
-			ct.w.queue(ctlFrame{kind: ctlGoAway, code: http2.ErrCode(ce)})
-		}
-		return err
+	err := readFrames(&ct.hr, ct.handle, func(_ http2.Frame, se http2.StreamError) {
+		ct.resetStream(se.StreamID, se.Code, status.Errorf(codes.Internal, "stream error: %v", se))
+	})
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		ct.w.queue(ctlFrame{kind: ctlGoAway, code: http2.ErrCode(ce)})
 	}
+	return err
 }
 
 func (ct *clientTransport) handle(f http2.Frame) error {
@@ -268,8 +249,8 @@ func (ct *clientTransport) stream(id uint32) *clientStream {
 // resetStream ends a stream with err and sends RST_STREAM(code).
 func (ct *clientTransport) resetStream(id uint32, code http2.ErrCode, err error) {
 	if cs := ct.stream(id); cs != nil {
+		ct.release(cs) // first: the caller woken by abort must not reset it a second time
 		cs.s.rb.abort(err)
-		ct.release(cs)
 	}
 	ct.queueRST(id, code)
 }

@@ -19,8 +19,8 @@ func (cs *clientStream) unprocessedEnd(err error) {
 	r.mu.Lock()
 	cs.unprocessed = true
 	r.mu.Unlock()
+	cs.ct.release(cs) // first: the caller woken by abort must find the stream closed
 	r.abort(err)
-	cs.ct.release(cs)
 }
 
 // onHeaders (reader goroutine) takes the response headers or trailers, as grpc-go reads
@@ -123,10 +123,14 @@ func (cs *clientStream) onHeaders(f *http2.MetaHeadersFrame) {
 		cs.st = status.New(codes.Internal, "server sent trailers without grpc-status")
 	}
 	cs.trailer = md
+	r.mu.Unlock()
+	// Out of the table before the caller wakes: a finish that finds its stream still there
+	// takes it for one the server has not ended and resets it.
+	cs.ct.release(cs)
+	r.mu.Lock()
 	r.eof = true
 	r.signalLocked()
 	r.mu.Unlock()
-	cs.ct.release(cs)
 	if !cs.sentEnd.Load() {
 		cs.ct.queueRST(f.StreamID, http2.ErrCodeNo)
 	}

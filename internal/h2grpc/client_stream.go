@@ -34,6 +34,7 @@ type clientStream struct {
 	method  string
 	codec   encoding.CodecV2
 	maxRecv int
+	agent   string              // the user-agent header
 	hdr     []hpack.HeaderField // the request headers, until written
 	outMD   metadata.MD         // for stats.OutHeader
 	begin   time.Time
@@ -67,7 +68,7 @@ func (cs *clientStream) core() *streamCore { return &cs.s }
 // newClientStream applies the call options, tags the call for the stats handlers, builds the
 // request headers and takes a stream slot on a connection. On error the call is finished.
 func (cc *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts []grpc.CallOption) (*clientStream, error) {
-	cs := &clientStream{cc: cc, ctx: ctx, desc: desc, method: method, codec: cc.codec, maxRecv: cc.cfg.MaxRecvMsgSize}
+	cs := &clientStream{cc: cc, ctx: ctx, desc: desc, method: method, codec: cc.codec, maxRecv: cc.cfg.MaxRecvMsgSize, agent: cc.agent}
 	cs.s.owner = cs
 	cs.s.rb.init()
 	for _, o := range opts {
@@ -82,6 +83,8 @@ func (cc *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc
 			cs.codec = o.CodecV2
 		case grpc.MaxRecvMsgSizeCallOption:
 			cs.maxRecv = o.MaxRecvMsgSize
+		case *UserAgentCallOption:
+			cs.agent = o.header
 		}
 	}
 	if len(cc.sh) > 0 {
@@ -142,7 +145,7 @@ func (cs *clientStream) requestHeaders() ([]hpack.HeaderField, error) {
 		hpack.HeaderField{Name: ":path", Value: cs.method},
 		hpack.HeaderField{Name: ":authority", Value: cs.cc.cfg.Authority},
 		hpack.HeaderField{Name: "content-type", Value: ct},
-		hpack.HeaderField{Name: "user-agent", Value: userAgent},
+		hpack.HeaderField{Name: "user-agent", Value: cs.agent},
 		hpack.HeaderField{Name: "te", Value: "trailers"})
 	if dl, ok := cs.ctx.Deadline(); ok {
 		d := time.Until(dl)
@@ -150,6 +153,9 @@ func (cs *clientStream) requestHeaders() ([]hpack.HeaderField, error) {
 			return nil, status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 		}
 		hf = append(hf, hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(d)})
+	}
+	if !printableASCII(cs.agent) {
+		return nil, status.Error(codes.Internal, "the user-agent contains non-printable ASCII characters")
 	}
 	if hasMD {
 		if err := validateMetadata(md); err != nil {
@@ -161,7 +167,7 @@ func (cs *clientStream) requestHeaders() ([]hpack.HeaderField, error) {
 		if md == nil {
 			md = metadata.MD{}
 		}
-		md.Set("user-agent", userAgent)
+		md.Set("user-agent", cs.agent)
 		cs.outMD = md
 	}
 	return hf, nil
@@ -219,10 +225,9 @@ func (cs *clientStream) sendUnary(args any) error {
 	if err != nil {
 		return err
 	}
-	err = cs.writeFirst(&outFrames{hdr: cs.hdr, msg: p, hasMsg: true, endStream: true, now: true})
+	err = cs.writeFirst(&outFrames{hdr: cs.hdr, msg: p, hasMsg: true, endStream: true, now: true, ended: &cs.sentEnd})
 	bs.Free()
 	cs.hdr = nil
-	cs.sentEnd.Store(true)
 	switch err {
 	case nil:
 		cs.outPayloadStats(args, len(p))

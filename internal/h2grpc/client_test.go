@@ -255,3 +255,17 @@ func TestClientWriteFailedNotDelivered(t *testing.T) {
 		t.Fatalf("write refused: %v, peer %v; want Unavailable and no peer", err, p.Addr)
 	}
 }
+
+// TestUnaryCallsSendNoReset: a unary call that ends normally sends no RST_STREAM, however soon
+// its answer comes back. The client used to note its END_STREAM as sent only once its write
+// returned, so trailers read in between made it reset a finished stream; a server's reset
+// budget (the rapid-reset guard) then took a busy client for an attacker.
+func TestUnaryCallsSendNoReset(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{Handler: echoHandler, MaxStreamResetsPerSecond: 1})
+	cc := newTestClient(t, addr, ClientConfig{})
+	for i := range 3000 {
+		if err := cc.Invoke(ctxTimeout(t, 5*time.Second), mUnary, &frame{b: []byte("x")}, &frame{}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+}

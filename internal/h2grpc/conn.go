@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -196,6 +197,9 @@ type outFrames struct {
 	trl       []hpack.HeaderField // trailing HEADERS with END_STREAM, or nil
 	rstAfter  bool                // RST_STREAM(NO_ERROR) after the trailers
 	now       bool                // flush now rather than soon
+	// ended, when set, is stored true under the write lock once END_STREAM is in the
+	// connection's buffer: before the peer can have it, so before any answer to it is read.
+	ended *atomic.Bool
 	// stallLimit (server streams) bounds how long the write may wait for flow-control window
 	// without being granted any; 0: as long as done allows.
 	stallLimit time.Duration
@@ -259,6 +263,9 @@ func (c *h2conn) writeMsg(s *streamCore, o *outFrames, done <-chan struct{}) err
 		if sent < total {
 			c.w.unlock(false)
 			continue
+		}
+		if o.ended != nil && o.endStream && o.trl == nil {
+			o.ended.Store(true)
 		}
 		if o.trl != nil {
 			if err := c.w.writeHeadersLocked(s.id, o.trl, true); err != nil {

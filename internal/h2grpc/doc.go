@@ -10,10 +10,11 @@
 // in both directions, HEADERS/CONTINUATION with hpack), gRPC message framing (the 5-byte
 // prefix), gRPC metadata, status and timeout encoding, grpc-go compatible stats.Handler events
 // (so otelgrpc's handlers work unchanged) and the grpc call options the gateway uses
-// (Header, Trailer, Peer, ForceCodecV2, MaxCallRecvMsgSize). A server holds each client to
-// hard limits (ServerConfig): the frame size it reads, the header list, concurrent streams,
-// the handshake, the first message and unread answers in time, PINGs (grpc-go's
-// keepalive enforcement) and stream resets (h2limit.ResetBudget).
+// (Header, Trailer, Peer, ForceCodecV2, MaxCallRecvMsgSize), plus its own CallUserAgent (unlike
+// grpc-go's, where the user-agent belongs to the connection, each call may carry its own).
+// A server holds each client to hard limits (ServerConfig): the frame size it reads, the
+// header list, concurrent streams, the handshake, the first message and unread answers in
+// time, PINGs (grpc-go's keepalive enforcement) and stream resets (h2limit.ResetBudget).
 //
 // What it refuses to do: compression (a compressed message is refused with the status grpc-go
 // uses), name resolution, load balancing, retries, sending keepalive pings, a background

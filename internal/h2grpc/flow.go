@@ -112,10 +112,7 @@ func (c *h2conn) sendQuota(s *streamCore, want int, done <-chan struct{}, block 
 			c.mu.Unlock()
 			return 0, nil
 		}
-		if c.winWait == nil {
-			c.winWait = make(chan struct{})
-		}
-		ch := c.winWait
+		ch := waitFor(&c.winWait)
 		c.mu.Unlock()
 		c.w.flush()
 		select {
@@ -129,10 +126,23 @@ func (c *h2conn) sendQuota(s *streamCore, want int, done <-chan struct{}, block 
 }
 
 // kickLocked wakes every goroutine waiting for send window, so it looks again.
-func (c *h2conn) kickLocked() {
-	if c.winWait != nil {
-		close(c.winWait)
-		c.winWait = nil
+func (c *h2conn) kickLocked() { wake(&c.winWait) }
+
+// waitFor returns *wait, made first if not set: the channel the next wake closes. The caller
+// holds the lock that guards *wait, and waits on the channel after releasing it.
+func waitFor(wait *chan struct{}) <-chan struct{} {
+	if *wait == nil {
+		*wait = make(chan struct{})
+	}
+	return *wait
+}
+
+// wake closes *wait, if set, which wakes every goroutine waiting on it, and clears it for
+// the next ones. The caller holds the lock that guards *wait.
+func wake(wait *chan struct{}) {
+	if *wait != nil {
+		close(*wait)
+		*wait = nil
 	}
 }
 

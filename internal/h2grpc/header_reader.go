@@ -1,6 +1,7 @@
 package h2grpc
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -168,4 +169,25 @@ func checkPseudos(pf []hpack.HeaderField) error {
 		return fmt.Errorf("request and response pseudo header fields together")
 	}
 	return nil
+}
+
+// readFrames reads frames with hr and has handle act on each until reading or handling one
+// fails with an error that is not a stream error, which it returns. A stream error goes to
+// onStreamError, with the frame read (nil when reading it failed), and reading goes on.
+func readFrames(hr *headerReader, handle func(http2.Frame) error, onStreamError func(http2.Frame, http2.StreamError)) error {
+	for {
+		f, err := hr.readFrame()
+		if err == nil {
+			err = handle(f)
+		}
+		if err == nil {
+			continue
+		}
+		var se http2.StreamError
+		if errors.As(err, &se) {
+			onStreamError(f, se)
+			continue
+		}
+		return err
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -108,6 +110,18 @@ func lowerKey(k string) string {
 	return k
 }
 
+// metadataToAdd says whether a handler's md has entries to add to its headers or trailers,
+// and fails (INTERNAL) when one cannot be sent (validateMetadata).
+func metadataToAdd(md metadata.MD) (bool, error) {
+	if md.Len() == 0 {
+		return false, nil
+	}
+	if err := validateMetadata(md); err != nil {
+		return false, status.Error(codes.Internal, err.Error())
+	}
+	return true, nil
+}
+
 // validateMetadata checks outgoing metadata the way grpc-go's client does: keys of
 // [0-9a-z-_.] and, unless the key ends in "-bin", values of printable ASCII.
 func validateMetadata(md metadata.MD) error {
@@ -129,14 +143,23 @@ func validateMetadata(md metadata.MD) error {
 			continue
 		}
 		for _, v := range vv {
-			for i := 0; i < len(v); i++ {
-				if c := v[i]; c < 0x20 || c > 0x7E {
-					return fmt.Errorf("header key %q contains value with non-printable ASCII characters", k)
-				}
+			if !printableASCII(v) {
+				return fmt.Errorf("header key %q contains value with non-printable ASCII characters", k)
 			}
 		}
 	}
 	return nil
+}
+
+// printableASCII reports whether v is made of printable ASCII only, as the value of a header
+// that is not "-bin" must be.
+func printableASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7E {
+			return false
+		}
+	}
+	return true
 }
 
 // headerListSize is the HTTP/2 size of a header list (name + value + 32 per field), compared

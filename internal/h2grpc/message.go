@@ -95,20 +95,12 @@ func (r *recvBuf) abort(err error) {
 	r.mu.Unlock()
 }
 
-func (r *recvBuf) signalLocked() {
-	if r.wait != nil {
-		close(r.wait)
-		r.wait = nil
-	}
-}
+func (r *recvBuf) signalLocked() { wake(&r.wait) }
 
 // waitLocked releases r.mu until the next push, EOF or abort, or until done fires (then it
 // returns false); it holds r.mu again when it returns.
 func (r *recvBuf) waitLocked(done <-chan struct{}) bool {
-	if r.wait == nil {
-		r.wait = make(chan struct{})
-	}
-	ch := r.wait
+	ch := waitFor(&r.wait)
 	r.mu.Unlock()
 	select {
 	case <-ch:

@@ -1,6 +1,7 @@
 package h2grpc
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"net"
@@ -111,31 +112,26 @@ type Server struct {
 	stopWorkers                          sync.Once
 }
 
+// positiveOr sets *v to def unless it is positive: the default of a configuration field
+// left zero.
+func positiveOr[T cmp.Ordered](v *T, def T) {
+	var zero T
+	if *v <= zero {
+		*v = def
+	}
+}
+
 // NewServer returns a server for cfg, with defaults filled in. It starts cfg.Workers
 // goroutines, which Stop and GracefulStop end.
 func NewServer(cfg ServerConfig) *Server {
-	if cfg.MaxConcurrentStreams == 0 {
-		cfg.MaxConcurrentStreams = defaultMaxStreams
-	}
-	if cfg.MaxRecvMsgSize <= 0 {
-		cfg.MaxRecvMsgSize = defaultMaxRecvMsgSize
-	}
-	if cfg.MaxSendMsgSize <= 0 {
-		cfg.MaxSendMsgSize = math.MaxInt32
-	}
+	positiveOr(&cfg.MaxConcurrentStreams, defaultMaxStreams)
+	positiveOr(&cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)
+	positiveOr(&cfg.MaxSendMsgSize, math.MaxInt32)
 	cfg.MaxFrameSize = min(max(cfg.MaxFrameSize, defaultMaxFrameSize), 1<<24-1)
-	if cfg.MaxHeaderListSize == 0 {
-		cfg.MaxHeaderListSize = maxHeaderListSize
-	}
-	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = defaultHandshakeTimeout
-	}
-	if cfg.MaxStreamResetsPerSecond <= 0 {
-		cfg.MaxStreamResetsPerSecond = defaultMaxStreamResetsPerSecond
-	}
-	if cfg.KeepaliveMinTime <= 0 {
-		cfg.KeepaliveMinTime = defaultKeepaliveMinTime
-	}
+	positiveOr(&cfg.MaxHeaderListSize, maxHeaderListSize)
+	positiveOr(&cfg.HandshakeTimeout, defaultHandshakeTimeout)
+	positiveOr(&cfg.MaxStreamResetsPerSecond, defaultMaxStreamResetsPerSecond)
+	positiveOr(&cfg.KeepaliveMinTime, defaultKeepaliveMinTime)
 	s := &Server{
 		cfg:   cfg,
 		codec: codecOrProto(cfg.Codec),

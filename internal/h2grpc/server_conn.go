@@ -147,41 +147,31 @@ func (sc *serverConn) serve() {
 		sc.goAway()
 	}
 	first := true
-	for {
-		f, err := sc.hr.readFrame()
-		if err == nil && first {
-			if _, ok := f.(*http2.SettingsFrame); !ok {
-				err = http2.ConnectionError(http2.ErrCodeProtocol) // the preface's SETTINGS first
-			}
+	err := readFrames(&sc.hr, func(f http2.Frame) error {
+		if first {
 			first = false
-		}
-		if err == nil {
-			err = sc.handle(f)
-		}
-		if err == nil {
-			continue
-		}
-		var se http2.StreamError
-		if errors.As(err, &se) {
-			if f == nil && se.StreamID%2 == 1 && se.StreamID > sc.maxID.Load() {
-				// A request whose header block was refused (an invalid field): its stream is
-				// closed now, so the rest of its frames are not taken for an idle stream's.
-				sc.noteSkipped(se.StreamID)
-				sc.maxID.Store(se.StreamID)
+			if _, ok := f.(*http2.SettingsFrame); !ok {
+				return http2.ConnectionError(http2.ErrCodeProtocol) // the preface's SETTINGS first
 			}
-			sc.resetStream(se.StreamID, se.Code)
-			continue
 		}
-		var ce http2.ConnectionError
-		switch {
-		case errors.As(err, &ce):
-			sc.connError(http2.ErrCode(ce), "")
-		case errors.Is(err, http2.ErrFrameTooLarge):
-			sc.connError(http2.ErrCodeFrameSize, "")
-		case err == errTooManyPings, err == errTooManyResets:
-			sc.connError(http2.ErrCodeEnhanceYourCalm, err.Error())
+		return sc.handle(f)
+	}, func(f http2.Frame, se http2.StreamError) {
+		if f == nil && se.StreamID%2 == 1 && se.StreamID > sc.maxID.Load() {
+			// A request whose header block was refused (an invalid field): its stream is
+			// closed now, so the rest of its frames are not taken for an idle stream's.
+			sc.noteSkipped(se.StreamID)
+			sc.maxID.Store(se.StreamID)
 		}
-		return
+		sc.resetStream(se.StreamID, se.Code)
+	})
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &ce):
+		sc.connError(http2.ErrCode(ce), "")
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		sc.connError(http2.ErrCodeFrameSize, "")
+	case err == errTooManyPings, err == errTooManyResets:
+		sc.connError(http2.ErrCodeEnhanceYourCalm, err.Error())
 	}
 }
 

@@ -62,11 +62,8 @@ func (st *ServerStream) Context() context.Context { return st.ctx }
 // SetHeader adds md to the response headers, sent with the first message or at the end.
 // It fails once the headers were sent.
 func (st *ServerStream) SetHeader(md metadata.MD) error {
-	if md.Len() == 0 {
-		return nil
-	}
-	if err := validateMetadata(md); err != nil {
-		return status.Error(codes.Internal, err.Error())
+	if add, err := metadataToAdd(md); !add {
+		return err
 	}
 	st.hmu.Lock()
 	defer st.hmu.Unlock()
@@ -355,11 +352,8 @@ func (t *transportStream) Method() string                  { return t.method }
 func (t *transportStream) SetHeader(md metadata.MD) error  { return (*ServerStream)(t).SetHeader(md) }
 func (t *transportStream) SendHeader(md metadata.MD) error { return (*ServerStream)(t).SendHeader(md) }
 func (t *transportStream) SetTrailer(md metadata.MD) error {
-	if md.Len() == 0 {
-		return nil
-	}
-	if err := validateMetadata(md); err != nil {
-		return status.Error(codes.Internal, err.Error())
+	if add, err := metadataToAdd(md); !add {
+		return err
 	}
 	t.hmu.Lock()
 	defer t.hmu.Unlock()

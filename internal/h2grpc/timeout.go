@@ -18,6 +18,12 @@ func divUp(d, r time.Duration) int64 {
 	return int64(d / r)
 }
 
+// timeoutUnits are the units of the grpc-timeout header, finest first.
+var timeoutUnits = [...]struct {
+	d time.Duration
+	c byte
+}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
+
 // encodeTimeout returns the grpc-timeout header value for d: the finest unit whose value fits
 // in 8 digits, rounded up so the server never sees a shorter deadline than the client's. A
 // non-positive d gives "0n".
@@ -25,16 +31,13 @@ func encodeTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "0n"
 	}
-	units := [...]struct {
-		d time.Duration
-		c byte
-	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}}
-	for _, u := range units {
+	last := len(timeoutUnits) - 1
+	for _, u := range timeoutUnits[:last] {
 		if v := divUp(d, u.d); v <= maxTimeoutValue {
 			return strconv.FormatInt(v, 10) + string(u.c)
 		}
 	}
-	return strconv.FormatInt(divUp(d, time.Hour), 10) + "H"
+	return strconv.FormatInt(divUp(d, timeoutUnits[last].d), 10) + string(timeoutUnits[last].c)
 }
 
 // decodeTimeout parses a grpc-timeout header value ("1S", "250m", …). Values too large for a
@@ -47,20 +50,12 @@ func decodeTimeout(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("timeout string is too long: %q", s)
 	}
 	var unit time.Duration
-	switch s[len(s)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
+	for _, u := range timeoutUnits {
+		if s[len(s)-1] == u.c {
+			unit = u.d
+		}
+	}
+	if unit == 0 {
 		return 0, fmt.Errorf("timeout unit is not recognized: %q", s)
 	}
 	v, err := strconv.ParseUint(s[:len(s)-1], 10, 64)

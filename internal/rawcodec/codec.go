@@ -3,7 +3,9 @@
 package rawcodec
 
 import (
+	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
@@ -14,6 +16,23 @@ import (
 // Frame is one gRPC message as protobuf wire bytes, sent and received without re-encoding.
 type Frame struct {
 	Payload []byte
+}
+
+// EachFrame receives frames from s (a grpc.ServerStream or grpc.ClientStream) until the
+// stream ends, and gives each to fn. It returns nil at the end (io.EOF), else the first error
+// of either.
+func EachFrame(s interface{ RecvMsg(any) error }, fn func(*Frame) error) error {
+	for {
+		f := new(Frame)
+		if err := s.RecvMsg(f); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
 }
 
 // Codec marshals a *Frame as its Payload, byte for byte, and unmarshals a message into a

@@ -3,6 +3,8 @@ package tenancy
 import (
 	"context"
 	"strings"
+
+	"github.com/csi-gateway/csi-gateway/internal/bytesize"
 )
 
 // Ledger records which tenant owns which backend object, and every tenant's usage (volume
@@ -20,10 +22,11 @@ type Ledger struct {
 	tokens *tokens // seals the listings' next_tokens
 }
 
-// Quota bounds what a tenant may hold; zero fields are unlimited.
+// Quota bounds what a tenant may hold; zero fields are unlimited. MaxBytes is bytes, or in
+// the configuration file a string with a unit ("500Gi", "1Ti": bytesize.Parse).
 type Quota struct {
-	MaxVolumes int64 `mapstructure:"maxVolumes"`
-	MaxBytes   int64 `mapstructure:"maxBytes"`
+	MaxVolumes int64         `mapstructure:"maxVolumes"`
+	MaxBytes   bytesize.Size `mapstructure:"maxBytes"`
 }
 
 // Record is what the ledger knows of one object.

@@ -31,7 +31,7 @@ func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int6
 			refused = status.Errorf(codes.ResourceExhausted,
 				"csi-gateway: tenant %s has %d volumes (including creates in flight) and may hold %d (its maxVolumes quota): delete a volume first", tenant, u.volumes, q.MaxVolumes)
 		}
-		if refused == nil && q.MaxBytes > 0 && bytes > 0 && u.bytes+bytes > q.MaxBytes {
+		if maxBytes := int64(q.MaxBytes); refused == nil && maxBytes > 0 && bytes > 0 && u.bytes+bytes > maxBytes {
 			refused = status.Errorf(codes.ResourceExhausted,
 				"csi-gateway: tenant %s uses %d bytes (including creates and expansions in flight); %d more would exceed its maxBytes quota of %d", tenant, u.bytes, bytes, q.MaxBytes)
 		}
@@ -80,7 +80,7 @@ func (l *Ledger) bytesLeft(ctx context.Context, tenant string) (left int64, limi
 	if err != nil {
 		return 0, true, ledgerError(err)
 	}
-	return max(0, q.MaxBytes-u.bytes), true, nil
+	return max(0, int64(q.MaxBytes)-u.bytes), true, nil
 }
 
 // Usage is what a tenant holds and may hold, for metrics.

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -74,15 +72,5 @@ func relayFloor(cc *h2grpc.ClientConn, ss grpc.ServerStream) error {
 	if err := cs.CloseSend(); err != nil {
 		return err
 	}
-	for {
-		var m rawcodec.Frame
-		if err := cs.RecvMsg(&m); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if err := ss.SendMsg(&m); err != nil {
-			return err
-		}
-	}
+	return rawcodec.EachFrame(cs, func(m *rawcodec.Frame) error { return ss.SendMsg(m) })
 }

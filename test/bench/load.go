@@ -43,10 +43,15 @@ type workload struct {
 // workloads are the calls of issue #8, in the order the report lists them.
 var workloads = []workload{
 	{name: "Probe", request: probeRequest, call: callProbe},
-	{name: "CreateVolume", request: createVolumeRequest, call: callCreateVolume},
+	{name: "CreateVolume", request: perWorker("pvc", messages.CreateVolumeRequest), call: callCreateVolume},
 	{name: "ListVolumes100", request: listVolumesRequest, call: callListVolumes},
-	{name: "NodePublishVolume", request: nodePublishVolumeRequest, call: callNodePublishVolume},
-	{name: "GetMetadataAllocated", request: getMetadataAllocatedRequest, call: callGetMetadataAllocated},
+	{name: "NodePublishVolume", request: perWorker("vol", messages.NodePublishVolumeRequest), call: callNodePublishVolume},
+	{name: "GetMetadataAllocated", request: perWorker("snap", messages.GetMetadataAllocatedRequest), call: callGetMetadataAllocated},
+}
+
+// perWorker is a workload's request about worker w's own object, named "<kind>-bench-<w>".
+func perWorker[M proto.Message](kind string, build func(name string) M) func(worker int) proto.Message {
+	return func(w int) proto.Message { return build(fmt.Sprintf("%s-bench-%d", kind, w)) }
 }
 
 func probeRequest(int) proto.Message { return &csi.ProbeRequest{} }
@@ -54,10 +59,6 @@ func probeRequest(int) proto.Message { return &csi.ProbeRequest{} }
 func callProbe(ctx context.Context, c clients, req proto.Message) error {
 	_, err := c.identity.Probe(ctx, req.(*csi.ProbeRequest))
 	return err
-}
-
-func createVolumeRequest(w int) proto.Message {
-	return messages.CreateVolumeRequest(fmt.Sprintf("pvc-bench-%d", w))
 }
 
 func callCreateVolume(ctx context.Context, c clients, req proto.Message) error {
@@ -79,17 +80,9 @@ func callListVolumes(ctx context.Context, c clients, req proto.Message) error {
 	return err
 }
 
-func nodePublishVolumeRequest(w int) proto.Message {
-	return messages.NodePublishVolumeRequest(fmt.Sprintf("vol-bench-%d", w))
-}
-
 func callNodePublishVolume(ctx context.Context, c clients, req proto.Message) error {
 	_, err := c.node.NodePublishVolume(ctx, req.(*csi.NodePublishVolumeRequest))
 	return err
-}
-
-func getMetadataAllocatedRequest(w int) proto.Message {
-	return messages.GetMetadataAllocatedRequest(fmt.Sprintf("snap-bench-%d", w))
 }
 
 // callGetMetadataAllocated reads the whole stream: the call's latency is to its end.

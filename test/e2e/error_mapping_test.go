@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,11 +23,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/grpc"
 	"github.com/csi-gateway/csi-gateway/backends/rest"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/proxy"
 )
 
@@ -61,12 +65,22 @@ var errMapOKWhenNotFound = map[string]bool{
 	"/csi.v1.Node/NodeUnstageVolume":                    true,
 	"/csi.v1.Node/NodeUnpublishVolume":                  true,
 	"/csi.v1.Controller/ControllerUnpublishVolume":      true,
+	// CSI v0's rows: its deletes as v1's; its unpublish and unstage keep NOT_FOUND.
+	"/csi.v0.Controller/DeleteVolume":   true,
+	"/csi.v0.Controller/DeleteSnapshot": true,
 }
+
+// errMapProbes are the Probe RPCs of docs/errors.md's rules: a backend that is unavailable or
+// out of time is a plugin that is not healthy, FAILED_PRECONDITION.
+var errMapProbes = map[string]bool{"/csi.v1.Identity/Probe": true, "/csi.v0.Identity/Probe": true}
 
 // errMapWant is the code a caller of method gets when the backend fails with class.
 func errMapWant(method, class string) codes.Code {
 	if class == "not-found" && errMapOKWhenNotFound[method] {
 		return codes.OK
+	}
+	if (class == "unavailable" || class == "deadline") && errMapProbes[method] {
+		return codes.FailedPrecondition
 	}
 	code, ok := errMapClassCode[class]
 	if !ok {
@@ -192,6 +206,26 @@ var errMapRPCs = []errMapRPC{
 		func() proto.Message { return &csi.NodeStageVolumeResponse{} }},
 }
 
+// errMapV0RPCs are every CSI v0 RPC (v0.2's and v0.3's), each with a valid request, sorted.
+func errMapV0RPCs(t *testing.T) []errMapRPC {
+	var rpcs []errMapRPC
+	for method, req := range testutil.V0Requests(nil) {
+		service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(name)).Output()
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(out.FullName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rpcs = append(rpcs, errMapRPC{method, req, func() proto.Message { return mt.New().Interface() }})
+	}
+	slices.SortFunc(rpcs, func(a, b errMapRPC) int { return strings.Compare(a.method, b.method) })
+	return rpcs
+}
+
 // errMapGateway serves a proxy.Server with every method routed to be (called name) on a Unix
 // socket in a temporary directory, and returns a client connection to it.
 func errMapGateway(t *testing.T, name string, be backends.Backend) *grpc.ClientConn {
@@ -296,7 +330,8 @@ func (d *errMapDriver) handle(_ any, stream grpc.ServerStream) error {
 }
 
 // TestErrorMappingGRPC drives the gateway in front of a real grpc backend whose driver answers
-// every gRPC code, and checks what the caller gets for each RPC.
+// every gRPC code, and checks what the caller gets for each RPC: the v1 and VolumeGroup RPCs
+// of errMapRPCs, and every CSI v0 RPC (v0's own rows of the table).
 func TestErrorMappingGRPC(t *testing.T) {
 	driver := &errMapDriver{}
 	driverSock := filepath.Join(t.TempDir(), "driver.sock")
@@ -339,8 +374,12 @@ func TestErrorMappingGRPC(t *testing.T) {
 		answer{name: "OK", code: codes.OK},
 	)
 
-	for _, rpc := range errMapRPCs {
-		t.Run(rpc.method[strings.LastIndex(rpc.method, "/")+1:], func(t *testing.T) {
+	for _, rpc := range append(slices.Clone(errMapRPCs), errMapV0RPCs(t)...) {
+		name := rpc.method[strings.LastIndex(rpc.method, "/")+1:]
+		if strings.HasPrefix(rpc.method, "/csi.v0.") {
+			name = "v0-" + name
+		}
+		t.Run(name, func(t *testing.T) {
 			for _, a := range answers {
 				t.Run(a.name, func(t *testing.T) {
 					driver.answer(a.code, a.msg)

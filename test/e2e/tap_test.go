@@ -91,7 +91,13 @@ routes:
 // stderr; the test fails if it cannot subscribe or fails.
 func startTap(ctx context.Context, t *testing.T, admin string, count int) func() (stdout, stderr string) {
 	t.Helper()
-	tap := exec.CommandContext(ctx, testutil.Binary(t), "tap", "--admin", admin, "--count", strconv.Itoa(count), "--output", "json")
+	return startTapOutput(ctx, t, admin, count, "json")
+}
+
+// startTapOutput is startTap with the tap's --output (json or table).
+func startTapOutput(ctx context.Context, t *testing.T, admin string, count int, output string) func() (stdout, stderr string) {
+	t.Helper()
+	tap := exec.CommandContext(ctx, testutil.Binary(t), "tap", "--admin", admin, "--count", strconv.Itoa(count), "--output", output)
 	var out bytes.Buffer
 	tap.Stdout = &out
 	stderrPipe, err := tap.StderrPipe()

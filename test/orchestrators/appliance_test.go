@@ -64,19 +64,27 @@ routes:
 admin: {listen: "%s", driverName: %s}
 logging: {level: debug, format: json}
 `, s.socket, filepath.Join(e.work, "witness.sock"), s.admin, driverName))
-	s.gateway = e.start("gateway", nil, e.gateway, "serve", "--config", cfg)
-	e.eventually(30*time.Second, "the gateway's /readyz", func() (bool, string) {
-		if done, err := s.gateway.exited(); done {
-			e.t.Fatalf("the gateway exited: %v\n%s", err, s.gateway.tail(20))
+	s.gateway = e.startGateway("gateway", cfg, s.admin)
+	return s
+}
+
+// startGateway starts the gateway binary as name with the configuration file cfg and waits
+// until its admin listener (admin, host:port) says it is ready.
+func (e *env) startGateway(name, cfg, admin string) *proc {
+	e.t.Helper()
+	gw := e.start(name, nil, e.gateway, "serve", "--config", cfg)
+	e.eventually(30*time.Second, "the "+name+"'s /readyz", func() (bool, string) {
+		if done, err := gw.exited(); done {
+			e.t.Fatalf("the %s exited: %v\n%s", name, err, gw.tail(20))
 		}
-		resp, err := http.Get("http://" + s.admin + "/readyz")
+		resp, err := http.Get("http://" + admin + "/readyz")
 		if err != nil {
 			return false, err.Error()
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200, resp.Status
 	})
-	return s
+	return gw
 }
 
 // applianceVolume is a volume as the appliance's state file records it.

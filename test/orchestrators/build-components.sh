@@ -8,7 +8,7 @@
 #   build-components.sh [NAME...]     NAME: etcd etcd-ledger kube-apiserver
 #                                     kube-controller-manager csi-provisioner csi-attacher
 #                                     nomad helm cert-manager-crds prometheus-operator-crds
-#                                     mock-driver
+#                                     mock-driver v0-mock-driver v0-sanity
 #                                     (default: all)
 #   build-components.sh --path NAME   where NAME's binary (or directory) is
 #
@@ -30,6 +30,10 @@ HELM_VERSION=v3.16.3
 CERT_MANAGER_VERSION=v1.16.2 # only its CRDs, for the server-side dry run of Certificates
 PROMETHEUS_OPERATOR_VERSION=v0.85.0 # only its PodMonitor and ServiceMonitor CRDs, likewise
 MOCK_DRIVER_VERSION=v4.1.0  # csi-test's mock CSI driver, for the tap's sanity test (make test)
+# csi-test v0.3.5 (CSI v0: its mock driver and its sanity suite, for make test's v0 tests): the
+# module proxy does not serve it, so it is built from its source on the shelf.
+CSI_TEST_V0_VERSION=v0.3.5
+CSI_TEST_V0_SRC=${CSIGW_CSI_TEST_V0_SRC:-/work/shared/data/csi-test-$CSI_TEST_V0_VERSION}
 
 mkdir -p "$CACHE/bin" "$CACHE/src"
 export GOFLAGS=-mod=mod
@@ -136,6 +140,27 @@ build_mock_driver() {
   (cd "$dir" && timed mock-driver $MOCK_DRIVER_VERSION $NICE $GO build -trimpath -ldflags "-s -w" -o "$out.tmp" ./cmd/mock-driver) && mv "$out.tmp" "$out"
 }
 
+# csi-test v0.3.5's v0 mock driver (./mock) and its v0 sanity suite (./cmd/csi-sanity, a test
+# binary: run it with -csi.endpoint), built in a copy of its source with its own go.mod's pins,
+# never inside the gateway's module (two csi.v0 registrations in one binary would panic).
+build_csi_test_v0() { # build_csi_test_v0 NAME
+  local out dir=$CACHE/src/csi-test-$CSI_TEST_V0_VERSION
+  out=$(path "$1")
+  [[ -x $out ]] && return
+  [[ -f $CSI_TEST_V0_SRC/go.mod ]] || {
+    echo "build-components.sh: csi-test $CSI_TEST_V0_VERSION's source is not at $CSI_TEST_V0_SRC (set CSIGW_CSI_TEST_V0_SRC)" >&2
+    return 1
+  }
+  if [[ ! -f $dir/go.mod ]]; then
+    rm -rf "$dir"
+    cp -r "$CSI_TEST_V0_SRC" "$dir.tmp" && chmod -R u+w "$dir.tmp" && mv "$dir.tmp" "$dir"
+  fi
+  case $1 in
+  v0-mock-driver) (cd "$dir" && timed "$1" $CSI_TEST_V0_VERSION $NICE $GO build -trimpath -ldflags "-s -w" -o "$out.tmp" ./mock) ;;
+  v0-sanity) (cd "$dir" && timed "$1" $CSI_TEST_V0_VERSION $NICE $GO test -c -trimpath -o "$out.tmp" ./cmd/csi-sanity) ;;
+  esac && mv "$out.tmp" "$out"
+}
+
 # cert-manager's CRDs as plain manifests: the module's deploy/crds sources carry Helm
 # markers, in comments and in the label values, which are dropped.
 build_cert_manager_crds() {
@@ -174,6 +199,7 @@ build() {
   prometheus-operator-crds) build_prometheus_operator_crds ;;
   helm) build_copy helm helm.sh/helm/v3 $HELM_VERSION helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
   mock-driver) build_mock_driver ;;
+  v0-mock-driver | v0-sanity) build_csi_test_v0 "$1" ;;
   *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
   esac
 }
@@ -189,11 +215,12 @@ path() {
   nomad) echo "$CACHE/bin/nomad-$NOMAD_VERSION" ;;
   helm) echo "$CACHE/bin/helm-$HELM_VERSION" ;;
   mock-driver) echo "$CACHE/bin/mock-driver-$MOCK_DRIVER_VERSION" ;;
+  v0-mock-driver | v0-sanity) echo "$CACHE/bin/$1-$CSI_TEST_V0_VERSION" ;;
   cert-manager-crds) echo "$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION" ;;
   prometheus-operator-crds) echo "$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION" ;;
   esac
 }
 
-ALL=(cert-manager-crds prometheus-operator-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad)
+ALL=(cert-manager-crds prometheus-operator-crds helm etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher nomad v0-mock-driver)
 if [[ ${1:-} == --path ]]; then path "$2"; exit; fi
 for c in "${@:-${ALL[@]}}"; do build "$c"; done

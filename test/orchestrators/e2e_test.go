@@ -14,6 +14,7 @@ import (
 //  2. Kubernetes: csi-provisioner and csi-attacher drive a volume's controller-side life
 //     through the gateway: PVC → CreateVolume → PV bound; VolumeAttachment →
 //     ControllerPublishVolume → attached; deletion → ControllerUnpublishVolume, DeleteVolume.
+//     Then the same on a driver that speaks only CSI v0, every call translated.
 //  3. Nomad: deploy/nomad's plugin job, volume create, a job writing into the volume (Node
 //     stage and publish), its stop, volume delete.
 //  4. The secrets reached the appliance and appear in no log of any process.
@@ -31,6 +32,7 @@ func TestOrchestrators(t *testing.T) {
 	phase("etcd, kube-apiserver, kcm up", func() { k = e.startKube() })
 	phase("manifests: server-side dry run", k.testManifests)
 	phase("kubernetes: provision, attach, detach, delete", func() { k.testKubeLifecycle(s) })
+	phase("kubernetes: the same on a CSI v0 driver", k.testKubeV0Lifecycle)
 	phase("nomad dev agent up", func() { n = e.startNomad() })
 	phase("nomad: plugin, volume, job, stop, delete", func() { n.testNomadLifecycle(s) })
 

@@ -113,22 +113,28 @@ func (n *nomad) testNomadLifecycle(s *stack) {
 	mark := s.witness.mark()
 	seen := func(method, canary string) (int, int) { return s.witness.seenSince(mark, method, canary) }
 
-	// Every job file validates against the real agent (the docker ones cannot run here).
-	for _, f := range []string{"plugin-controller.nomad.hcl", "plugin-node.nomad.hcl"} {
-		n.cli("job", "validate", "-var", "appliance_url=https://appliance.example.com:8443", filepath.Join(deploy, f))
+	// Every job validates against the real agent: the plugin job in each of its shapes (the
+	// docker ones cannot run here) and the consumer.
+	appliance := []string{"-var", "driver=docker", "-var", "appliance_url=https://appliance.example.com:8443"}
+	for _, vars := range [][]string{
+		append([]string{"-var", "plugin_type=controller"}, appliance...),
+		append([]string{"-var", "plugin_type=node"}, appliance...),
+		append([]string{"-var", "plugin_type=monolith"}, appliance...),
+		{"-var", "driver=raw_exec"},
+	} {
+		n.cli(append(append([]string{"job", "validate"}, vars...), filepath.Join(deploy, "plugin.nomad.hcl"))...)
 	}
-	for _, f := range []string{"plugin-raw-exec.nomad.hcl", "example-consumer.nomad.hcl"} {
-		n.cli("job", "validate", filepath.Join(deploy, f))
-	}
-	e.t.Logf("nomad: the four job files in deploy/nomad validate")
+	n.cli("job", "validate", filepath.Join(deploy, "example-consumer.nomad.hcl"))
+	e.t.Logf("nomad: plugin.nomad.hcl (controller, node and monolith; docker and raw_exec) and example-consumer.nomad.hcl validate")
 
 	start := time.Now()
 	n.cli("job", "run", "-detach",
+		"-var", "driver=raw_exec",
 		"-var", "binary="+e.gateway,
 		"-var", "backend_target=unix://"+filepath.Join(e.work, "witness.sock"),
 		"-var", "stage_publish_base_dir="+base,
 		"-var", "log_level=debug",
-		filepath.Join(deploy, "plugin-raw-exec.nomad.hcl"))
+		filepath.Join(deploy, "plugin.nomad.hcl"))
 	e.eventually(2*time.Minute, "plugin csi-gateway to be healthy (controller and node)", func() (bool, string) {
 		var p struct{ ControllersHealthy, NodesHealthy int }
 		err := n.api("/v1/plugin/csi/csi-gateway", &p)
@@ -141,7 +147,7 @@ func (n *nomad) testNomadLifecycle(s *stack) {
 	start = time.Now()
 	e.eventually(time.Minute, "the plugin's admin service check (GET /readyz) to pass", func() (bool, string) {
 		var allocs []struct{ ID, ClientStatus string }
-		if err := n.api("/v1/job/csi-gateway-plugin/allocations", &allocs); err != nil || len(allocs) == 0 {
+		if err := n.api("/v1/job/csi-gateway-monolith/allocations", &allocs); err != nil || len(allocs) == 0 {
 			return false, fmt.Sprint(allocs, err)
 		}
 		var checks map[string]struct{ Check, Status, Output string }
@@ -269,7 +275,7 @@ func (n *nomad) testNomadLifecycle(s *stack) {
 			}
 		}
 	}
-	n.cli("job", "stop", "-purge", "-detach", "csi-gateway-plugin")
+	n.cli("job", "stop", "-purge", "-detach", "csi-gateway-monolith")
 }
 
 // allocLogs is where Nomad keeps its tasks' stdout and stderr.

@@ -11,6 +11,16 @@ import (
 // The reads every RPC builds on. Each returns found=false for the CSP's "does not exist"
 // (a CSP-shaped 404) and a classified error for any other failure.
 
+// mustFind is a read by ID whose miss is NOT_FOUND, naming what the ID is in the request
+// ("source volume").
+func mustFind[T any](ctx context.Context, b *Backend, rpc, what, id string, get func(ctx context.Context, rpc, id string) (T, bool, error)) (T, error) {
+	v, found, err := get(ctx, rpc, id)
+	if err == nil && !found {
+		err = b.notFoundError(rpc, what, id)
+	}
+	return v, err
+}
+
 func (b *Backend) getVolume(ctx context.Context, rpc, id string) (v volume, found bool, err error) {
 	found, err = b.get(ctx, rpc, "/volumes/"+url.PathEscape(id), nil, &v)
 	return v, found, err

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"slices"
 	"strings"
+
+	"github.com/csi-gateway/csi-gateway/backends"
 )
 
 // tokenPrefix marks the gateway's pagination tokens: a CSP does not page, so the gateway
@@ -37,4 +39,28 @@ func page[T any](items []T, id func(T) string, token string, max int32) (out []T
 		next = tokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(id(out[len(out)-1])))
 	}
 	return out, next, true
+}
+
+// pageRequest is what a List request says of its page.
+type pageRequest interface {
+	GetStartingToken() string
+	GetMaxEntries() int32
+}
+
+// pageEntries is the page of items (page) that req asks for, each rendered by entry, and the
+// next page's token. A token the gateway did not make is ABORTED.
+func pageEntries[T, E any](b *Backend, rpc string, items []T, id func(T) string, req pageRequest, entry func(T) (E, error)) ([]E, string, error) {
+	items, next, ok := page(items, id, req.GetStartingToken(), req.GetMaxEntries())
+	if !ok {
+		return nil, "", b.errorf(backends.ClassAborted, rpc, "starting_token %.40q is not one this gateway gave", req.GetStartingToken())
+	}
+	var out []E
+	for _, it := range items {
+		e, err := entry(it)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, e)
+	}
+	return out, next, nil
 }

@@ -149,19 +149,14 @@ func (b *Backend) listSnapshots(ctx context.Context, req *csi.ListSnapshotsReque
 			visible = append(visible, s)
 		}
 	}
-	snaps, next, ok := page(visible, func(s snapshot) string { return s.ID }, req.GetStartingToken(), req.GetMaxEntries())
-	if !ok {
-		return nil, b.errorf(backends.ClassAborted, rpc, "starting_token %.40q is not one this gateway gave", req.GetStartingToken())
-	}
-	resp := &csi.ListSnapshotsResponse{NextToken: next}
-	for _, s := range snaps {
+	entries, next, err := pageEntries(b, rpc, visible, func(s snapshot) string { return s.ID }, req, func(s snapshot) (*csi.ListSnapshotsResponse_Entry, error) {
 		snap, err := b.csiSnapshot(rpc, s)
-		if err != nil {
-			return nil, err
-		}
-		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: snap})
+		return &csi.ListSnapshotsResponse_Entry{Snapshot: snap}, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return resp, nil
+	return &csi.ListSnapshotsResponse{Entries: entries, NextToken: next}, nil
 }
 
 // allSnapshots lists every snapshot: GET /snapshots, or, where the CSP requires a volume_id

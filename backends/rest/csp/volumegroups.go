@@ -42,14 +42,19 @@ func (b *Backend) createVolumeGroup(ctx context.Context, req *volumegroup.Create
 			return nil, b.classify(rpc, a)
 		}
 	}
-	if err := b.setMembers(ctx, rpc, g, req.GetVolumeIds()); err != nil {
-		return nil, err
-	}
-	vg, err := b.csiVolumeGroup(ctx, rpc, g.ID)
+	vg, err := b.withMembers(ctx, rpc, g, req.GetVolumeIds())
 	if err != nil {
 		return nil, err
 	}
 	return &volumegroup.CreateVolumeGroupResponse{VolumeGroup: vg}, nil
+}
+
+// withMembers makes ids the members of g and renders the group as it then is.
+func (b *Backend) withMembers(ctx context.Context, rpc string, g volumeGroup, ids []string) (*volumegroup.VolumeGroup, error) {
+	if err := b.setMembers(ctx, rpc, g, ids); err != nil {
+		return nil, err
+	}
+	return b.csiVolumeGroup(ctx, rpc, g.ID)
 }
 
 func (b *Backend) modifyVolumeGroupMembership(ctx context.Context, req *volumegroup.ModifyVolumeGroupMembershipRequest) (*volumegroup.ModifyVolumeGroupMembershipResponse, error) {
@@ -63,10 +68,7 @@ func (b *Backend) modifyVolumeGroupMembership(ctx context.Context, req *volumegr
 	} else if !found {
 		return nil, b.notFoundError(rpc, "volume group", req.GetVolumeGroupId())
 	}
-	if err := b.setMembers(ctx, rpc, g, req.GetVolumeIds()); err != nil {
-		return nil, err
-	}
-	vg, err := b.csiVolumeGroup(ctx, rpc, g.ID)
+	vg, err := b.withMembers(ctx, rpc, g, req.GetVolumeIds())
 	if err != nil {
 		return nil, err
 	}
@@ -137,15 +139,13 @@ func (b *Backend) listVolumeGroups(ctx context.Context, req *volumegroup.ListVol
 	if _, err := b.get(ctx, rpc, "/volume_groups", nil, &all); err != nil {
 		return nil, err
 	}
-	groups, next, ok := page(all, func(g volumeGroup) string { return g.ID }, req.GetStartingToken(), req.GetMaxEntries())
-	if !ok {
-		return nil, b.errorf(backends.ClassAborted, rpc, "starting_token %.40q is not one this gateway gave", req.GetStartingToken())
+	entries, next, err := pageEntries(b, rpc, all, func(g volumeGroup) string { return g.ID }, req, func(g volumeGroup) (*volumegroup.ListVolumeGroupsResponse_Entry, error) {
+		return &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: groupOf(g)}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	resp := &volumegroup.ListVolumeGroupsResponse{NextToken: next}
-	for _, g := range groups {
-		resp.Entries = append(resp.Entries, &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: groupOf(g)})
-	}
-	return resp, nil
+	return &volumegroup.ListVolumeGroupsResponse{Entries: entries, NextToken: next}, nil
 }
 
 func (b *Backend) controllerGetVolumeGroup(ctx context.Context, req *volumegroup.ControllerGetVolumeGroupRequest) (*volumegroup.ControllerGetVolumeGroupResponse, error) {

@@ -59,19 +59,14 @@ func (b *Backend) listVolumes(ctx context.Context, req *csi.ListVolumesRequest) 
 	if _, err := b.get(ctx, rpc, "/volumes", nil, &all); err != nil {
 		return nil, err
 	}
-	vols, next, ok := page(all, func(v volume) string { return v.ID }, req.GetStartingToken(), req.GetMaxEntries())
-	if !ok {
-		return nil, b.errorf(backends.ClassAborted, rpc, "starting_token %.40q is not one this gateway gave", req.GetStartingToken())
-	}
-	resp := &csi.ListVolumesResponse{NextToken: next}
-	for _, v := range vols {
+	entries, next, err := pageEntries(b, rpc, all, func(v volume) string { return v.ID }, req, func(v volume) (*csi.ListVolumesResponse_Entry, error) {
 		vol, err := b.csiVolume(rpc, v)
-		if err != nil {
-			return nil, err
-		}
-		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: vol})
+		return &csi.ListVolumesResponse_Entry{Volume: vol}, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return resp, nil
+	return &csi.ListVolumesResponse{Entries: entries, NextToken: next}, nil
 }
 
 // controllerExpandVolume grows a volume (PUT /volumes/{id} {size}); one already large enough

@@ -113,24 +113,12 @@ func (b *Backend) resolveSource(ctx context.Context, req *csi.CreateVolumeReques
 	switch {
 	case cs.GetSnapshot() != nil:
 		id := cs.GetSnapshot().GetSnapshotId()
-		s, found, err := b.getSnapshot(ctx, rpc, id)
-		if err != nil {
-			return source{}, err
-		}
-		if !found {
-			return source{}, b.notFoundError(rpc, "source snapshot", id)
-		}
-		return source{snapshotID: id, snapshotSize: int64(s.Size)}, nil
+		s, err := mustFind(ctx, b, rpc, "source snapshot", id, b.getSnapshot)
+		return source{snapshotID: id, snapshotSize: int64(s.Size)}, err // the caller drops it on err
 	case cs.GetVolume() != nil:
 		id := cs.GetVolume().GetVolumeId()
-		v, found, err := b.getVolume(ctx, rpc, id)
-		if err != nil {
-			return source{}, err
-		}
-		if !found {
-			return source{}, b.notFoundError(rpc, "source volume", id)
-		}
-		return source{volumeID: id, snapshotSize: int64(v.Size)}, nil
+		v, err := mustFind(ctx, b, rpc, "source volume", id, b.getVolume)
+		return source{volumeID: id, snapshotSize: int64(v.Size)}, err
 	}
 	return source{}, nil
 }

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -233,6 +235,11 @@ func randomHex(n int) string {
 }
 
 // bySeq sorts objects in creation order.
+// inOrder returns the records of m in creation order.
+func inOrder[T any](m map[string]T, seq func(T) uint64) []T {
+	return bySeq(slices.Collect(maps.Values(m)), seq)
+}
+
 func bySeq[T any](items []T, seq func(T) uint64) []T {
 	sort.Slice(items, func(i, j int) bool { return seq(items[i]) < seq(items[j]) })
 	return items

@@ -62,11 +62,7 @@ func (f *Fake) members(groupID string) []*volume {
 }
 
 func (f *Fake) sortedVolumeGroups() []*volumeGroup {
-	gs := make([]*volumeGroup, 0, len(f.volumeGroups))
-	for _, g := range f.volumeGroups {
-		gs = append(gs, g)
-	}
-	return bySeq(gs, func(g *volumeGroup) uint64 { return g.seq })
+	return inOrder(f.volumeGroups, func(g *volumeGroup) uint64 { return g.seq })
 }
 
 // createVolumeGroup is POST /volume_groups; a name in use is a 409.
@@ -74,11 +70,8 @@ func (f *Fake) createVolumeGroup(q *request) reply {
 	r := fieldReader{body: q.body}
 	name, description := r.str("name"), r.str("description")
 	config := r.object("config")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case name == "":
-		return f.badRequest("name is required")
+	if problem := r.problem("name"); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	for _, g := range f.volumeGroups {
 		if g.name == name {
@@ -105,26 +98,15 @@ func (f *Fake) listVolumeGroups(q *request) reply {
 	return ok(out)
 }
 
-// getVolumeGroup is GET /volume_groups/{id}.
-func (f *Fake) getVolumeGroup(q *request) reply {
-	g := f.volumeGroups[q.param("id")]
-	if g == nil {
-		return f.notFound("volume group %s not found", q.param("id"))
-	}
-	return ok(f.volumeGroupJSON(g))
-}
-
 // deleteVolumeGroup is DELETE /volume_groups/{id}: 409 while it has members.
 func (f *Fake) deleteVolumeGroup(q *request) reply {
-	g := f.volumeGroups[q.param("id")]
-	if g == nil {
-		return f.notFound("volume group %s not found", q.param("id"))
-	}
-	if len(f.members(g.id)) > 0 {
-		return f.conflict("volume group %s has volumes", g.name)
-	}
-	delete(f.volumeGroups, g.id)
-	return noContent()
+	return withRecord(f, q, volumeGroupRecord, func(g *volumeGroup) reply {
+		if len(f.members(g.id)) > 0 {
+			return f.conflict("volume group %s has volumes", g.name)
+		}
+		delete(f.volumeGroups, g.id)
+		return noContent()
+	})
 }
 
 // snapshotGroupJSON is the SnapshotGroup answer.
@@ -158,11 +140,8 @@ func (f *Fake) createSnapshotGroup(q *request) reply {
 	r := fieldReader{body: q.body}
 	name, groupID := r.str("name"), r.str("volume_group_id")
 	config := r.object("config")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case name == "" || groupID == "":
-		return f.badRequest("name and volume_group_id are required")
+	if problem := r.problem("name", "volume_group_id"); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	g := f.volumeGroups[groupID]
 	if g == nil {
@@ -215,32 +194,21 @@ func (f *Fake) listSnapshotGroups(q *request) reply {
 	return ok(out)
 }
 
-// getSnapshotGroup is GET /snapshot_groups/{id}.
-func (f *Fake) getSnapshotGroup(q *request) reply {
-	sg := f.snapshotGroups[q.param("id")]
-	if sg == nil {
-		return f.notFound("snapshot group %s not found", q.param("id"))
-	}
-	return ok(f.snapshotGroupJSON(sg))
-}
-
 // deleteSnapshotGroup is DELETE /snapshot_groups/{id}: deletes the member snapshots too,
 // or nothing when a clone depends on one of them (409).
 func (f *Fake) deleteSnapshotGroup(q *request) reply {
-	sg := f.snapshotGroups[q.param("id")]
-	if sg == nil {
-		return f.notFound("snapshot group %s not found", q.param("id"))
-	}
-	for _, id := range sg.snapshotIDs {
-		if f.hasClone(id) {
-			return f.conflict("snapshot %s of group %s has clones", id, sg.name)
+	return withRecord(f, q, snapshotGroupRecord, func(sg *snapshotGroup) reply {
+		for _, id := range sg.snapshotIDs {
+			if f.hasClone(id) {
+				return f.conflict("snapshot %s of group %s has clones", id, sg.name)
+			}
 		}
-	}
-	for _, id := range append([]string(nil), sg.snapshotIDs...) {
-		f.removeSnapshot(f.snapshots[id])
-	}
-	delete(f.snapshotGroups, sg.id)
-	return noContent()
+		for _, id := range append([]string(nil), sg.snapshotIDs...) {
+			f.removeSnapshot(f.snapshots[id])
+		}
+		delete(f.snapshotGroups, sg.id)
+		return noContent()
+	})
 }
 
 // listReplicationPartners is GET /replication_partners[?name=]: there are none.

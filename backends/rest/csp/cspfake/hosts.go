@@ -30,12 +30,8 @@ type Host struct {
 func (f *Fake) Hosts() []Host {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	hs := make([]*host, 0, len(f.hosts))
-	for _, h := range f.hosts {
-		hs = append(hs, h)
-	}
-	out := make([]Host, 0, len(hs))
-	for _, h := range bySeq(hs, func(h *host) uint64 { return h.seq }) {
+	out := make([]Host, 0, len(f.hosts))
+	for _, h := range f.sortedHosts() {
 		out = append(out, Host{
 			ID: h.id, UUID: h.uuid, Name: h.name,
 			IQNs: clone(h.iqns), WWPNs: clone(h.wwpns), NQNs: clone(h.nqns), Networks: clone(h.networks),
@@ -95,8 +91,8 @@ func (f *Fake) upsertHost(q *request) reply {
 		chapUser: r.str("chap_user"), chapPassword: r.str("chap_password"),
 		accessProtocol: r.str("access_protocol"), virtualDomain: r.str("virtual_domain"),
 	}
-	if r.bad != "" {
-		return f.badRequest("field %s has the wrong type", r.bad)
+	if problem := r.problem(); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	if old, found := f.hosts[uuid]; found {
 		h.seq, h.id = old.seq, old.id
@@ -112,14 +108,14 @@ func (f *Fake) upsertHost(q *request) reply {
 	return ok(f.hostJSON(h))
 }
 
+func (f *Fake) sortedHosts() []*host {
+	return inOrder(f.hosts, func(h *host) uint64 { return h.seq })
+}
+
 // listHosts is GET /hosts.
 func (f *Fake) listHosts(*request) reply {
-	hs := make([]*host, 0, len(f.hosts))
-	for _, h := range f.hosts {
-		hs = append(hs, h)
-	}
-	out := make([]hostJSON, 0, len(hs))
-	for _, h := range bySeq(hs, func(h *host) uint64 { return h.seq }) {
+	out := make([]hostJSON, 0, len(f.hosts))
+	for _, h := range f.sortedHosts() {
 		out = append(out, f.hostJSON(h))
 	}
 	return ok(out)

@@ -27,50 +27,45 @@ type publishJSON struct {
 // publish is PUT /volumes/{id}/actions/publish. It is idempotent per (volume, host): a
 // second publish answers the same LUN.
 func (f *Fake) publish(q *request) reply {
-	v := f.volumes[q.param("id")]
-	if v == nil {
-		return f.notFound("Volume with id %s not found.", q.param("id"))
-	}
-	r := fieldReader{body: q.body}
-	uuid, protocol := r.str("host_uuid"), r.str("access_protocol")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case uuid == "":
-		return f.badRequest("host_uuid is required")
-	}
-	h := f.hosts[uuid]
-	if h == nil {
-		return f.notFound("host with uuid %s not found", uuid)
-	}
-	p := v.pubs[uuid]
-	if p == nil {
-		if protocol == "" {
-			protocol = h.accessProtocol
+	return withRecord(f, q, volumeRecord, func(v *volume) reply {
+		r := fieldReader{body: q.body}
+		uuid, protocol := r.str("host_uuid"), r.str("access_protocol")
+		if problem := r.problem("host_uuid"); problem != "" {
+			return f.badRequest("%s", problem)
 		}
-		if protocol == "" {
-			protocol = "iscsi"
+		h := f.hosts[uuid]
+		if h == nil {
+			return f.notFound("host with uuid %s not found", uuid)
 		}
-		switch {
-		case protocol != "iscsi" && (protocol != "fc" || f.truenas()):
-			return f.badRequest("unsupported access_protocol %q", protocol)
-		case protocol == "iscsi" && len(h.iqns) == 0:
-			return f.badRequest("host %s has no iSCSI initiators (iqns)", uuid)
-		case protocol == "fc" && len(h.wwpns) == 0:
-			return f.badRequest("host %s has no FC initiators (wwpns)", uuid)
+		p := v.pubs[uuid]
+		if p == nil {
+			if protocol == "" {
+				protocol = h.accessProtocol
+			}
+			if protocol == "" {
+				protocol = "iscsi"
+			}
+			switch {
+			case protocol != "iscsi" && (protocol != "fc" || f.truenas()):
+				return f.badRequest("unsupported access_protocol %q", protocol)
+			case protocol == "iscsi" && len(h.iqns) == 0:
+				return f.badRequest("host %s has no iSCSI initiators (iqns)", uuid)
+			case protocol == "fc" && len(h.wwpns) == 0:
+				return f.badRequest("host %s has no FC initiators (wwpns)", uuid)
+			}
+			p = &publication{lun: f.freeLUN(uuid), protocol: protocol}
+			v.pubs[uuid] = p
 		}
-		p = &publication{lun: f.freeLUN(uuid), protocol: protocol}
-		v.pubs[uuid] = p
-	}
-	answer := publishJSON{SerialNumber: v.serial, AccessProtocol: p.protocol, LunID: p.lun}
-	if p.protocol == "iscsi" {
-		answer.TargetNames, answer.DiscoveryIPs = f.target(v)
-		// truenas-csp always sends both, empty when the host has no CHAP.
-		if h.chapUser != "" || f.truenas() {
-			answer.CHAPUser, answer.CHAPPassword = &h.chapUser, &h.chapPassword
+		answer := publishJSON{SerialNumber: v.serial, AccessProtocol: p.protocol, LunID: p.lun}
+		if p.protocol == "iscsi" {
+			answer.TargetNames, answer.DiscoveryIPs = f.target(v)
+			// truenas-csp always sends both, empty when the host has no CHAP.
+			if h.chapUser != "" || f.truenas() {
+				answer.CHAPUser, answer.CHAPPassword = &h.chapUser, &h.chapPassword
+			}
 		}
-	}
-	return ok(answer)
+		return ok(answer)
+	})
 }
 
 // target returns the volume's iSCSI target names and discovery portals.
@@ -103,17 +98,15 @@ func (f *Fake) freeLUN(uuid string) int64 {
 // unpublish is PUT /volumes/{id}/actions/unpublish: 204 with no body, also when the
 // volume was not published to the host.
 func (f *Fake) unpublish(q *request) reply {
-	v := f.volumes[q.param("id")]
-	if v == nil {
-		return f.notFound("Volume with id %s not found.", q.param("id"))
-	}
-	uuid, okUUID := stringField(q.body, "host_uuid")
-	if !okUUID || uuid == "" {
-		return f.badRequest("host_uuid is required")
-	}
-	if f.hosts[uuid] == nil {
-		return f.notFound("host with uuid %s not found", uuid)
-	}
-	delete(v.pubs, uuid)
-	return noContent()
+	return withRecord(f, q, volumeRecord, func(v *volume) reply {
+		uuid, okUUID := stringField(q.body, "host_uuid")
+		if !okUUID || uuid == "" {
+			return f.badRequest("host_uuid is required")
+		}
+		if f.hosts[uuid] == nil {
+			return f.notFound("host with uuid %s not found", uuid)
+		}
+		delete(v.pubs, uuid)
+		return noContent()
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // reply is one answer, built before it is written so that it can be validated and logged.
@@ -203,6 +204,24 @@ func (r *fieldReader) check(ok bool, key string) {
 	if !ok && r.bad == "" {
 		r.bad = key
 	}
+}
+
+// problem is what is wrong with the body whose fields r read, for a 400: the first field of
+// the wrong type, else, when one of the required fields is missing or empty, all of them
+// ("name is required", "name and volume_id are required"); "" when nothing is.
+func (r *fieldReader) problem(required ...string) string {
+	if r.bad != "" {
+		return fmt.Sprintf("field %s has the wrong type", r.bad)
+	}
+	for _, key := range required {
+		if s, _ := stringField(r.body, key); s == "" {
+			if len(required) == 1 {
+				return key + " is required"
+			}
+			return strings.Join(required, " and ") + " are required"
+		}
+	}
+	return ""
 }
 
 // objectField returns a copy of an object field; absent means an empty map.

@@ -23,7 +23,7 @@ var routes = []route{
 
 	{method: "GET", path: "/volumes", op: "getVolumes", handle: (*Fake).listVolumes},
 	{method: "POST", path: "/volumes", op: "createVolume", handle: (*Fake).createVolume},
-	{method: "GET", path: "/volumes/{id}", op: "getVolume", handle: (*Fake).getVolume},
+	{method: "GET", path: "/volumes/{id}", op: "getVolume", handle: getRecord(volumeRecord)},
 	{method: "PUT", path: "/volumes/{id}", op: "editVolume", handle: (*Fake).editVolume},
 	{method: "DELETE", path: "/volumes/{id}", op: "deleteVolume", handle: (*Fake).deleteVolume},
 	{method: "PUT", path: "/volumes/{id}/actions/publish", op: "publishVolume", handle: (*Fake).publish},
@@ -31,17 +31,17 @@ var routes = []route{
 
 	{method: "GET", path: "/snapshots", op: "getSnapshots", handle: (*Fake).listSnapshots},
 	{method: "POST", path: "/snapshots", op: "createSnapshot", handle: (*Fake).createSnapshot},
-	{method: "GET", path: "/snapshots/{id}", op: "getSnapshot", handle: (*Fake).getSnapshot},
+	{method: "GET", path: "/snapshots/{id}", op: "getSnapshot", handle: getRecord(snapshotRecord)},
 	{method: "DELETE", path: "/snapshots/{id}", op: "deleteSnapshot", handle: (*Fake).deleteSnapshot},
 
 	{method: "GET", path: "/volume_groups", op: "getVolumeGroups", handle: (*Fake).listVolumeGroups, group: true},
 	{method: "POST", path: "/volume_groups", op: "createVolumeGroup", handle: (*Fake).createVolumeGroup, group: true},
-	{method: "GET", path: "/volume_groups/{id}", op: "getVolumeGroup", handle: (*Fake).getVolumeGroup, group: true},
+	{method: "GET", path: "/volume_groups/{id}", op: "getVolumeGroup", handle: getRecord(volumeGroupRecord), group: true},
 	{method: "DELETE", path: "/volume_groups/{id}", op: "deleteVolumeGroup", handle: (*Fake).deleteVolumeGroup, group: true},
 
 	{method: "GET", path: "/snapshot_groups", op: "getSnapshotGroups", handle: (*Fake).listSnapshotGroups, group: true},
 	{method: "POST", path: "/snapshot_groups", op: "createSnapshotGroup", handle: (*Fake).createSnapshotGroup, group: true},
-	{method: "GET", path: "/snapshot_groups/{id}", op: "getSnapshotGroup", handle: (*Fake).getSnapshotGroup, group: true},
+	{method: "GET", path: "/snapshot_groups/{id}", op: "getSnapshotGroup", handle: getRecord(snapshotGroupRecord), group: true},
 	{method: "DELETE", path: "/snapshot_groups/{id}", op: "deleteSnapshotGroup", handle: (*Fake).deleteSnapshotGroup, group: true},
 
 	{method: "GET", path: "/replication_partners", op: "getReplicationPartners", handle: (*Fake).listReplicationPartners, group: true},

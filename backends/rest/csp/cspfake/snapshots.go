@@ -122,11 +122,8 @@ func (f *Fake) createSnapshot(q *request) reply {
 	r := fieldReader{body: q.body}
 	name, volumeID, description := r.str("name"), r.str("volume_id"), r.str("description")
 	config := r.object("config")
-	switch {
-	case r.bad != "":
-		return f.badRequest("field %s has the wrong type", r.bad)
-	case name == "" || volumeID == "":
-		return f.badRequest("name and volume_id are required")
+	if problem := r.problem("name", "volume_id"); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	v := f.volumes[volumeID]
 	if v == nil {
@@ -171,31 +168,20 @@ func (f *Fake) listSnapshots(q *request) reply {
 	return ok(out)
 }
 
-// getSnapshot is GET /snapshots/{id}.
-func (f *Fake) getSnapshot(q *request) reply {
-	s := f.visibleSnapshot(q.param("id"))
-	if s == nil {
-		return f.notFound("Snapshot not found %s", q.param("id"))
-	}
-	return ok(f.snapshotJSON(s, true))
-}
-
 // deleteSnapshot is DELETE /snapshots/{id}: 409 while a clone depends on it. truenas-csp
 // answers 204 without deleting instead: the snapshot drops out of every answer but stays.
 func (f *Fake) deleteSnapshot(q *request) reply {
-	s := f.visibleSnapshot(q.param("id"))
-	if s == nil {
-		return f.notFoundDelete("Snapshot not found %s", q.param("id"))
-	}
-	if f.hasClone(s.id) {
-		if f.truenas() {
-			s.hidden = true
-			return noContent()
+	return withDeletedRecord(f, q, snapshotRecord, func(s *snapshot) reply {
+		if f.hasClone(s.id) {
+			if f.truenas() {
+				s.hidden = true
+				return noContent()
+			}
+			return f.conflict("snapshot %s has clones", s.name)
 		}
-		return f.conflict("snapshot %s has clones", s.name)
-	}
-	f.removeSnapshot(s)
-	return noContent()
+		f.removeSnapshot(s)
+		return noContent()
+	})
 }
 
 // removeSnapshot deletes s, and takes it out of its snapshot group.

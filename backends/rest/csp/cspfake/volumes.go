@@ -53,11 +53,7 @@ func (f *Fake) Volumes() []Volume {
 }
 
 func (f *Fake) sortedVolumes() []*volume {
-	vs := make([]*volume, 0, len(f.volumes))
-	for _, v := range f.volumes {
-		vs = append(vs, v)
-	}
-	return bySeq(vs, func(v *volume) uint64 { return v.seq })
+	return inOrder(f.volumes, func(v *volume) uint64 { return v.seq })
 }
 
 func (f *Fake) volumeByName(name string) *volume {
@@ -100,8 +96,8 @@ func (f *Fake) createVolume(q *request) reply {
 	config := r.object("config")
 	baseID, isClone := r.str("base_snapshot_id"), r.boolean("clone")
 	groupID := r.str("volume_group_id")
-	if r.bad != "" {
-		return f.badRequest("field %s has the wrong type", r.bad)
+	if problem := r.problem(); problem != "" {
+		return f.badRequest("%s", problem)
 	}
 	size, sizeGiven, sizeOK := sizeField(q.body, "size")
 
@@ -189,15 +185,6 @@ func (f *Fake) listVolumes(q *request) reply {
 	return ok(out)
 }
 
-// getVolume is GET /volumes/{id}.
-func (f *Fake) getVolume(q *request) reply {
-	v := f.volumes[q.param("id")]
-	if v == nil {
-		return f.notFound("Volume with id %s not found.", q.param("id"))
-	}
-	return ok(volumeToJSON(v))
-}
-
 // mutableConfig lists the config keys PUT /volumes/{id} accepts, per profile.
 var mutableConfig = map[Profile]map[string]bool{
 	ProfileSpec:    {"description": true, "performance_policy": true, "limit_iops": true, "limit_mbps": true, "folder": true, "tier": true},
@@ -212,89 +199,85 @@ var readOnlyVolumeFields = map[string]bool{"id": true, "name": true, "published"
 // keys, move between volume groups ("" leaves the group). Nothing changes unless all of
 // it is valid.
 func (f *Fake) editVolume(q *request) reply {
-	v := f.volumes[q.param("id")]
-	if v == nil {
-		return f.notFound("Volume with id %s not found.", q.param("id"))
-	}
-	r := fieldReader{body: q.body}
-	description := r.str("description")
-	config := r.object("config")
-	groupID := r.str("volume_group_id")
-	if r.bad != "" {
-		return f.badRequest("field %s has the wrong type", r.bad)
-	}
-	size, sizeGiven, sizeOK := sizeField(q.body, "size")
-	if !sizeOK {
-		return f.badRequest("size must be a positive integer number of bytes")
-	}
-	if sizeGiven && size < v.size {
-		return f.badRequest("volume size cannot be reduced from %d to %d", v.size, size)
-	}
-	for key := range config {
-		if !mutableConfig[f.opts.Profile][key] {
-			return f.badRequest("The request could not be understood by the server. Unexpected argument '%s'", key)
+	return withRecord(f, q, volumeRecord, func(v *volume) reply {
+		r := fieldReader{body: q.body}
+		description := r.str("description")
+		config := r.object("config")
+		groupID := r.str("volume_group_id")
+		if problem := r.problem(); problem != "" {
+			return f.badRequest("%s", problem)
 		}
-	}
-	_, groupGiven := q.body["volume_group_id"]
-	if !f.truenas() { // truenas-csp reads only the keys it knows
-		for key := range q.body {
-			known := key == "size" || key == "description" || key == "config" || key == "volume_group_id"
-			if !known && !readOnlyVolumeFields[key] {
+		size, sizeGiven, sizeOK := sizeField(q.body, "size")
+		if !sizeOK {
+			return f.badRequest("size must be a positive integer number of bytes")
+		}
+		if sizeGiven && size < v.size {
+			return f.badRequest("volume size cannot be reduced from %d to %d", v.size, size)
+		}
+		for key := range config {
+			if !mutableConfig[f.opts.Profile][key] {
 				return f.badRequest("The request could not be understood by the server. Unexpected argument '%s'", key)
 			}
 		}
-		if groupID != "" && f.volumeGroups[groupID] == nil {
-			return f.notFound("volume group %s not found", groupID)
+		_, groupGiven := q.body["volume_group_id"]
+		if !f.truenas() { // truenas-csp reads only the keys it knows
+			for key := range q.body {
+				known := key == "size" || key == "description" || key == "config" || key == "volume_group_id"
+				if !known && !readOnlyVolumeFields[key] {
+					return f.badRequest("The request could not be understood by the server. Unexpected argument '%s'", key)
+				}
+			}
+			if groupID != "" && f.volumeGroups[groupID] == nil {
+				return f.notFound("volume group %s not found", groupID)
+			}
 		}
-	}
-	if sizeGiven {
-		v.size = size
-	}
-	if _, given := q.body["description"]; given {
-		v.description = description
-	}
-	for key, value := range config {
-		v.config[key] = value
-	}
-	if groupGiven && !f.truenas() {
-		v.groupID = groupID
-	}
-	return ok(volumeToJSON(v))
+		if sizeGiven {
+			v.size = size
+		}
+		if _, given := q.body["description"]; given {
+			v.description = description
+		}
+		for key, value := range config {
+			v.config[key] = value
+		}
+		if groupGiven && !f.truenas() {
+			v.groupID = groupID
+		}
+		return ok(volumeToJSON(v))
+	})
 }
 
 // deleteVolume is DELETE /volumes/{id}[?force=]. A published volume is refused (400 with
 // a message that says so; truenas-csp answers 409) unless force=true, which unpublishes
 // it first. Snapshots or clones depending on it are a 409 always.
 func (f *Fake) deleteVolume(q *request) reply {
-	v := f.volumes[q.param("id")]
-	if v == nil {
-		return f.notFoundDelete("Volume with id %s not found.", q.param("id"))
-	}
-	force := q.queryValue("force") == "true"
-	if len(v.pubs) > 0 && !force {
-		if f.truenas() {
-			return cspError(http.StatusConflict, "Bad Request", "Cannot delete a published volume")
+	return withDeletedRecord(f, q, volumeRecord, func(v *volume) reply {
+		force := q.queryValue("force") == "true"
+		if len(v.pubs) > 0 && !force {
+			if f.truenas() {
+				return cspError(http.StatusConflict, "Bad Request", "Cannot delete a published volume")
+			}
+			return f.badRequest("volume %s is published and cannot be deleted", v.name)
 		}
-		return f.badRequest("volume %s is published and cannot be deleted", v.name)
-	}
-	var hidden []string
-	for _, s := range f.snapshots {
-		if s.volumeID != v.id {
-			continue
+		var hidden []string
+		for _, s := range f.snapshots {
+			if s.volumeID != v.id {
+				continue
+			}
+			if f.hasClone(s.id) {
+				return f.conflict("volume %s has clones that depend on its snapshot %s", v.name, s.name)
+			}
+			if !s.hidden {
+				return f.conflict("volume %s has snapshots", v.name)
+			}
+			hidden = append(hidden, s.id)
 		}
-		if f.hasClone(s.id) {
-			return f.conflict("volume %s has clones that depend on its snapshot %s", v.name, s.name)
+		for _, id := range hidden {
+			delete(f.snapshots, id)
 		}
-		if !s.hidden {
-			return f.conflict("volume %s has snapshots", v.name)
-		}
-		hidden = append(hidden, s.id)
-	}
-	for _, id := range hidden {
-		delete(f.snapshots, id)
-	}
-	delete(f.volumes, v.id)
-	return noContent()
+		delete(f.volumes, v.id)
+		return noContent()
+	})
 }
 
 // hasClone reports whether a volume was cloned from the snapshot.

@@ -1,0 +1,208 @@
+package translate
+
+import (
+	csi "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
+)
+
+// Volume capabilities: the access type and access mode. v0's modes are v1's first five,
+// with the same numbers; v1's SINGLE_NODE_SINGLE_WRITER and SINGLE_NODE_MULTI_WRITER, and
+// MountVolume.volume_mount_group, have no v0 equivalent (a v0 driver cannot advertise the
+// capabilities that let a caller use them).
+
+// capabilityToV0 converts a v1 volume capability; nil stays nil.
+func capabilityToV0(c *csi.VolumeCapability) (*csiv0.VolumeCapability, error) {
+	if c == nil {
+		return nil, nil
+	}
+	out := &csiv0.VolumeCapability{}
+	switch c.GetAccessType().(type) {
+	case *csi.VolumeCapability_Block:
+		out.AccessType = &csiv0.VolumeCapability_Block{Block: &csiv0.VolumeCapability_BlockVolume{}}
+	case *csi.VolumeCapability_Mount:
+		m := c.GetMount()
+		if m.GetVolumeMountGroup() != "" {
+			return nil, cannotCross("volume_mount_group has no CSI v0 equivalent (the driver cannot advertise VOLUME_MOUNT_GROUP)")
+		}
+		out.AccessType = &csiv0.VolumeCapability_Mount{Mount: &csiv0.VolumeCapability_MountVolume{
+			FsType: m.GetFsType(), MountFlags: m.GetMountFlags()}}
+	}
+	if am := c.GetAccessMode(); am != nil {
+		mode := am.GetMode()
+		if mode > csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER {
+			return nil, cannotCross("access mode %s has no CSI v0 equivalent (the driver cannot advertise SINGLE_NODE_MULTI_WRITER)", mode)
+		}
+		out.AccessMode = &csiv0.VolumeCapability_AccessMode{Mode: csiv0.VolumeCapability_AccessMode_Mode(mode)}
+	}
+	return out, nil
+}
+
+// capabilityToV1 converts a v0 volume capability; nil stays nil. Every v0 capability has a
+// v1 equivalent.
+func capabilityToV1(c *csiv0.VolumeCapability) *csi.VolumeCapability {
+	if c == nil {
+		return nil
+	}
+	out := &csi.VolumeCapability{}
+	switch c.GetAccessType().(type) {
+	case *csiv0.VolumeCapability_Block:
+		out.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	case *csiv0.VolumeCapability_Mount:
+		m := c.GetMount()
+		out.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
+			FsType: m.GetFsType(), MountFlags: m.GetMountFlags()}}
+	}
+	if am := c.GetAccessMode(); am != nil {
+		out.AccessMode = &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_Mode(am.GetMode())}
+	}
+	return out
+}
+
+func capabilitiesToV0(cs []*csi.VolumeCapability) ([]*csiv0.VolumeCapability, error) {
+	if cs == nil {
+		return nil, nil
+	}
+	out := make([]*csiv0.VolumeCapability, len(cs))
+	for i, c := range cs {
+		v, err := capabilityToV0(c)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func capabilitiesToV1(cs []*csiv0.VolumeCapability) []*csi.VolumeCapability {
+	return mapSlice(cs, capabilityToV1)
+}
+
+// Capability sets: what a backend advertises is intersected with what the translation
+// carries, so a caller is never told of an RPC or a feature the other version lacks. The
+// enums share their numbers for the values both versions have.
+
+// The highest value of each v0 enum; v1's values up to it mean the same.
+const (
+	lastV0PluginService = csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS // v0's ACCESSIBILITY_CONSTRAINTS
+	lastV0ControllerRPC = csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS
+	lastV0NodeRPC       = csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME
+)
+
+// pluginCapabilitiesToV1 keeps the v0 plugin's services (CONTROLLER_SERVICE,
+// ACCESSIBILITY_CONSTRAINTS).
+func pluginCapabilitiesToV1(r *csiv0.GetPluginCapabilitiesResponse) *csi.GetPluginCapabilitiesResponse {
+	out := &csi.GetPluginCapabilitiesResponse{}
+	for _, c := range r.GetCapabilities() {
+		if t := c.GetService().GetType(); t > 0 && csi.PluginCapability_Service_Type(t) <= lastV0PluginService {
+			out.Capabilities = append(out.Capabilities, &csi.PluginCapability{Type: &csi.PluginCapability_Service_{
+				Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_Type(t)}}})
+		}
+	}
+	return out
+}
+
+// pluginCapabilitiesToV0 keeps the v1 backend's services v0 has; volume expansion, group
+// controller and snapshot metadata services do not cross.
+func pluginCapabilitiesToV0(r *csi.GetPluginCapabilitiesResponse) *csiv0.GetPluginCapabilitiesResponse {
+	out := &csiv0.GetPluginCapabilitiesResponse{}
+	for _, c := range r.GetCapabilities() {
+		if t := c.GetService().GetType(); t > 0 && t <= lastV0PluginService {
+			out.Capabilities = append(out.Capabilities, &csiv0.PluginCapability{Type: &csiv0.PluginCapability_Service_{
+				Service: &csiv0.PluginCapability_Service{Type: csiv0.PluginCapability_Service_Type(t)}}})
+		}
+	}
+	return out
+}
+
+// controllerCapabilitiesToV1 keeps the v0 driver's controller RPCs (v0.3 has six).
+func controllerCapabilitiesToV1(r *csiv0.ControllerGetCapabilitiesResponse) *csi.ControllerGetCapabilitiesResponse {
+	out := &csi.ControllerGetCapabilitiesResponse{}
+	for _, c := range r.GetCapabilities() {
+		if t := c.GetRpc().GetType(); t > 0 && csi.ControllerServiceCapability_RPC_Type(t) <= lastV0ControllerRPC {
+			out.Capabilities = append(out.Capabilities, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
+				Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_Type(t)}}})
+		}
+	}
+	return out
+}
+
+// controllerCapabilitiesToV0 keeps the v1 backend's controller RPCs v0 has: clone, expand,
+// readonly publish, published nodes, volume condition, get, modify and the rest do not cross.
+func controllerCapabilitiesToV0(r *csi.ControllerGetCapabilitiesResponse) *csiv0.ControllerGetCapabilitiesResponse {
+	out := &csiv0.ControllerGetCapabilitiesResponse{}
+	for _, c := range r.GetCapabilities() {
+		if t := c.GetRpc().GetType(); t > 0 && t <= lastV0ControllerRPC {
+			out.Capabilities = append(out.Capabilities, &csiv0.ControllerServiceCapability{Type: &csiv0.ControllerServiceCapability_Rpc{
+				Rpc: &csiv0.ControllerServiceCapability_RPC{Type: csiv0.ControllerServiceCapability_RPC_Type(t)}}})
+		}
+	}
+	return out
+}
+
+// nodeCapabilitiesToV1 keeps STAGE_UNSTAGE_VOLUME, the one node RPC capability of v0.
+func nodeCapabilitiesToV1(r *csiv0.NodeGetCapabilitiesResponse) *csi.NodeGetCapabilitiesResponse {
+	out := &csi.NodeGetCapabilitiesResponse{}
+	for _, c := range r.GetCapabilities() {
+		if t := c.GetRpc().GetType(); t > 0 && csi.NodeServiceCapability_RPC_Type(t) <= lastV0NodeRPC {
+			out.Capabilities = append(out.Capabilities, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+				Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_Type(t)}}})
+		}
+	}
+	return out
+}
+
+// nodeCapabilitiesToV0 keeps STAGE_UNSTAGE_VOLUME: volume stats, expansion, condition,
+// single-node multi-writer and mount group do not cross.
+func nodeCapabilitiesToV0(r *csi.NodeGetCapabilitiesResponse) *csiv0.NodeGetCapabilitiesResponse {
+	out := &csiv0.NodeGetCapabilitiesResponse{}
+	for _, c := range r.GetCapabilities() {
+		if t := c.GetRpc().GetType(); t > 0 && t <= lastV0NodeRPC {
+			out.Capabilities = append(out.Capabilities, &csiv0.NodeServiceCapability{Type: &csiv0.NodeServiceCapability_Rpc{
+				Rpc: &csiv0.NodeServiceCapability_RPC{Type: csiv0.NodeServiceCapability_RPC_Type(t)}}})
+		}
+	}
+	return out
+}
+
+// Topology has the same shape in both versions.
+
+func topologyToV0(t *csi.Topology) *csiv0.Topology {
+	if t == nil {
+		return nil
+	}
+	return &csiv0.Topology{Segments: t.GetSegments()}
+}
+
+func topologyToV1(t *csiv0.Topology) *csi.Topology {
+	if t == nil {
+		return nil
+	}
+	return &csi.Topology{Segments: t.GetSegments()}
+}
+
+func requirementToV0(r *csi.TopologyRequirement) *csiv0.TopologyRequirement {
+	if r == nil {
+		return nil
+	}
+	return &csiv0.TopologyRequirement{Requisite: mapSlice(r.GetRequisite(), topologyToV0), Preferred: mapSlice(r.GetPreferred(), topologyToV0)}
+}
+
+func requirementToV1(r *csiv0.TopologyRequirement) *csi.TopologyRequirement {
+	if r == nil {
+		return nil
+	}
+	return &csi.TopologyRequirement{Requisite: mapSlice(r.GetRequisite(), topologyToV1), Preferred: mapSlice(r.GetPreferred(), topologyToV1)}
+}
+
+// mapSlice converts every element of s; nil stays nil.
+func mapSlice[From, To any](s []From, f func(From) To) []To {
+	if s == nil {
+		return nil
+	}
+	out := make([]To, len(s))
+	for i, v := range s {
+		out[i] = f(v)
+	}
+	return out
+}

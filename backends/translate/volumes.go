@@ -1,0 +1,189 @@
+package translate
+
+import (
+	csi "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/csi-gateway/csi-gateway/internal/csiv0"
+)
+
+// Volumes: v1's volume_id, volume_context and secrets are v0's id, attributes and
+// controller_*_secrets; v0.3's content source is a snapshot only.
+
+func volumeToV1(v *csiv0.Volume) *csi.Volume {
+	if v == nil {
+		return nil
+	}
+	return &csi.Volume{CapacityBytes: v.GetCapacityBytes(), VolumeId: v.GetId(), VolumeContext: v.GetAttributes(),
+		ContentSource: contentSourceToV1(v.GetContentSource()), AccessibleTopology: mapSlice(v.GetAccessibleTopology(), topologyToV1)}
+}
+
+// volumeToV0 converts a v1 backend's volume; a clone's source (a volume) does not cross.
+func volumeToV0(v *csi.Volume) *csiv0.Volume {
+	if v == nil {
+		return nil
+	}
+	source, _ := contentSourceToV0(v.GetContentSource())
+	return &csiv0.Volume{CapacityBytes: v.GetCapacityBytes(), Id: v.GetVolumeId(), Attributes: v.GetVolumeContext(),
+		ContentSource: source, AccessibleTopology: mapSlice(v.GetAccessibleTopology(), topologyToV0)}
+}
+
+func contentSourceToV1(s *csiv0.VolumeContentSource) *csi.VolumeContentSource {
+	if s == nil {
+		return nil
+	}
+	out := &csi.VolumeContentSource{}
+	if snap := s.GetSnapshot(); snap != nil {
+		out.Type = &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetId()}}
+	}
+	return out
+}
+
+// contentSourceToV0 converts a v1 content source; ok is false for a volume (a clone), which
+// v0 cannot express.
+func contentSourceToV0(s *csi.VolumeContentSource) (_ *csiv0.VolumeContentSource, ok bool) {
+	if s == nil {
+		return nil, true
+	}
+	out := &csiv0.VolumeContentSource{}
+	switch s.GetType().(type) {
+	case *csi.VolumeContentSource_Snapshot:
+		out.Type = &csiv0.VolumeContentSource_Snapshot{Snapshot: &csiv0.VolumeContentSource_SnapshotSource{Id: s.GetSnapshot().GetSnapshotId()}}
+	case *csi.VolumeContentSource_Volume:
+		return nil, false
+	}
+	return out, true
+}
+
+func capacityRangeToV0(r *csi.CapacityRange) *csiv0.CapacityRange {
+	if r == nil {
+		return nil
+	}
+	return &csiv0.CapacityRange{RequiredBytes: r.GetRequiredBytes(), LimitBytes: r.GetLimitBytes()}
+}
+
+func capacityRangeToV1(r *csiv0.CapacityRange) *csi.CapacityRange {
+	if r == nil {
+		return nil
+	}
+	return &csi.CapacityRange{RequiredBytes: r.GetRequiredBytes(), LimitBytes: r.GetLimitBytes()}
+}
+
+func createVolumeToV0(r *csi.CreateVolumeRequest) (*csiv0.CreateVolumeRequest, error) {
+	if len(r.GetMutableParameters()) > 0 {
+		return nil, cannotCross("mutable_parameters have no CSI v0 equivalent (the driver cannot advertise MODIFY_VOLUME)")
+	}
+	source, ok := contentSourceToV0(r.GetVolumeContentSource())
+	if !ok {
+		return nil, cannotCross("a volume as content source (a clone) has no CSI v0 equivalent (the driver cannot advertise CLONE_VOLUME)")
+	}
+	caps, err := capabilitiesToV0(r.GetVolumeCapabilities())
+	if err != nil {
+		return nil, err
+	}
+	return &csiv0.CreateVolumeRequest{Name: r.GetName(), CapacityRange: capacityRangeToV0(r.GetCapacityRange()),
+		VolumeCapabilities: caps, Parameters: r.GetParameters(), ControllerCreateSecrets: r.GetSecrets(),
+		VolumeContentSource: source, AccessibilityRequirements: requirementToV0(r.GetAccessibilityRequirements())}, nil
+}
+
+func createVolumeToV1(r *csiv0.CreateVolumeRequest) (*csi.CreateVolumeRequest, error) {
+	return &csi.CreateVolumeRequest{Name: r.GetName(), CapacityRange: capacityRangeToV1(r.GetCapacityRange()),
+		VolumeCapabilities: capabilitiesToV1(r.GetVolumeCapabilities()), Parameters: r.GetParameters(), Secrets: r.GetControllerCreateSecrets(),
+		VolumeContentSource: contentSourceToV1(r.GetVolumeContentSource()), AccessibilityRequirements: requirementToV1(r.GetAccessibilityRequirements())}, nil
+}
+
+func createdVolumeToV1(r *csiv0.CreateVolumeResponse) *csi.CreateVolumeResponse {
+	return &csi.CreateVolumeResponse{Volume: volumeToV1(r.GetVolume())}
+}
+
+func createdVolumeToV0(r *csi.CreateVolumeResponse) *csiv0.CreateVolumeResponse {
+	return &csiv0.CreateVolumeResponse{Volume: volumeToV0(r.GetVolume())}
+}
+
+func deleteVolumeToV0(r *csi.DeleteVolumeRequest) (*csiv0.DeleteVolumeRequest, error) {
+	return &csiv0.DeleteVolumeRequest{VolumeId: r.GetVolumeId(), ControllerDeleteSecrets: r.GetSecrets()}, nil
+}
+
+func deleteVolumeToV1(r *csiv0.DeleteVolumeRequest) (*csi.DeleteVolumeRequest, error) {
+	return &csi.DeleteVolumeRequest{VolumeId: r.GetVolumeId(), Secrets: r.GetControllerDeleteSecrets()}, nil
+}
+
+// validateToV0 converts a v1 ValidateVolumeCapabilities: v0 has no parameters,
+// mutable_parameters nor secrets (they are not sent, and so never confirmed); a capability v0
+// cannot express is answered at once, not confirmed.
+func validateToV0(r *csi.ValidateVolumeCapabilitiesRequest) (*csiv0.ValidateVolumeCapabilitiesRequest, error) {
+	caps, err := capabilitiesToV0(r.GetVolumeCapabilities())
+	if err != nil {
+		return nil, &answered{&csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}}
+	}
+	return &csiv0.ValidateVolumeCapabilitiesRequest{VolumeId: r.GetVolumeId(), VolumeCapabilities: caps,
+		VolumeAttributes: r.GetVolumeContext()}, nil
+}
+
+// validatedToV1 confirms the volume context and capabilities asked about when the v0 driver
+// supports them (v0 answers a bool).
+func validatedToV1(resp *csiv0.ValidateVolumeCapabilitiesResponse, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	out := &csi.ValidateVolumeCapabilitiesResponse{Message: resp.GetMessage()}
+	if resp.GetSupported() {
+		out.Confirmed = &csi.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeContext: req.GetVolumeContext(),
+			VolumeCapabilities: req.GetVolumeCapabilities()}
+	}
+	return out, nil
+}
+
+// validateToV1 converts a v0 ValidateVolumeCapabilities; v0.3's accessible_topology has no
+// v1 equivalent and is not checked.
+func validateToV1(r *csiv0.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesRequest, error) {
+	return &csi.ValidateVolumeCapabilitiesRequest{VolumeId: r.GetVolumeId(), VolumeContext: r.GetVolumeAttributes(),
+		VolumeCapabilities: capabilitiesToV1(r.GetVolumeCapabilities())}, nil
+}
+
+func validatedToV0(r *csi.ValidateVolumeCapabilitiesResponse) *csiv0.ValidateVolumeCapabilitiesResponse {
+	return &csiv0.ValidateVolumeCapabilitiesResponse{Supported: r.GetConfirmed() != nil, Message: r.GetMessage()}
+}
+
+func listVolumesToV0(r *csi.ListVolumesRequest) (*csiv0.ListVolumesRequest, error) {
+	return &csiv0.ListVolumesRequest{MaxEntries: r.GetMaxEntries(), StartingToken: r.GetStartingToken()}, nil
+}
+
+func listVolumesToV1(r *csiv0.ListVolumesRequest) (*csi.ListVolumesRequest, error) {
+	return &csi.ListVolumesRequest{MaxEntries: r.GetMaxEntries(), StartingToken: r.GetStartingToken()}, nil
+}
+
+// listedVolumesToV1 converts a v0 listing; entries have no status (v0 has no published
+// nodes, and LIST_VOLUMES_PUBLISHED_NODES is not advertised).
+func listedVolumesToV1(r *csiv0.ListVolumesResponse) *csi.ListVolumesResponse {
+	return &csi.ListVolumesResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
+		func(e *csiv0.ListVolumesResponse_Entry) *csi.ListVolumesResponse_Entry {
+			return &csi.ListVolumesResponse_Entry{Volume: volumeToV1(e.GetVolume())}
+		})}
+}
+
+func listedVolumesToV0(r *csi.ListVolumesResponse) *csiv0.ListVolumesResponse {
+	return &csiv0.ListVolumesResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
+		func(e *csi.ListVolumesResponse_Entry) *csiv0.ListVolumesResponse_Entry {
+			return &csiv0.ListVolumesResponse_Entry{Volume: volumeToV0(e.GetVolume())}
+		})}
+}
+
+func getCapacityToV0(r *csi.GetCapacityRequest) (*csiv0.GetCapacityRequest, error) {
+	caps, err := capabilitiesToV0(r.GetVolumeCapabilities())
+	if err != nil {
+		return nil, err
+	}
+	return &csiv0.GetCapacityRequest{VolumeCapabilities: caps, Parameters: r.GetParameters(),
+		AccessibleTopology: topologyToV0(r.GetAccessibleTopology())}, nil
+}
+
+func getCapacityToV1(r *csiv0.GetCapacityRequest) (*csi.GetCapacityRequest, error) {
+	return &csi.GetCapacityRequest{VolumeCapabilities: capabilitiesToV1(r.GetVolumeCapabilities()), Parameters: r.GetParameters(),
+		AccessibleTopology: topologyToV1(r.GetAccessibleTopology())}, nil
+}
+
+// capacityToV1: v0 has no maximum or minimum volume size; they stay unset (unknown).
+func capacityToV1(r *csiv0.GetCapacityResponse) *csi.GetCapacityResponse {
+	return &csi.GetCapacityResponse{AvailableCapacity: r.GetAvailableCapacity()}
+}
+
+func capacityToV0(r *csi.GetCapacityResponse) *csiv0.GetCapacityResponse {
+	return &csiv0.GetCapacityResponse{AvailableCapacity: r.GetAvailableCapacity()}
+}
