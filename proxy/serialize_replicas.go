@@ -56,18 +56,37 @@ func lockAcrossReplicas(ledger *tenancy.Ledger, m *Metrics, r *redact.Redactor) 
 			}
 			lock := tenancy.Operation{Object: op.key, Scope: op.scope, Method: op.describe(), Identity: identity}
 			lock.Deadline, _ = ctx.Deadline()
-			start := time.Now()
-			unlock, waited, err := ledger.LockOperation(ctx, lock)
-			if waited {
-				m.observeLockWait(call.Method, time.Since(start))
-			}
+			unlock, err := lockIn(ctx, ledger, lock, call, &op, m, r)
 			if err != nil {
-				return lockRefused(ctx, call, &op, err, m, r)
+				return err
 			}
 			defer unlock()
+			if byName, ok, err := nameLock(ctx, ledger, tenant, &op, lock); err != nil {
+				return err
+			} else if ok {
+				unlockName, err := lockIn(ctx, ledger, byName, call, &op, m, r)
+				if err != nil {
+					return err
+				}
+				defer unlockName()
+			}
 			return next(ctx, call)
 		}
 	}
+}
+
+// lockIn takes the store's lock of one object for call's operation op, timing a wait for
+// another replica's identical operation; a refusal is lockRefused's final status.
+func lockIn(ctx context.Context, ledger *tenancy.Ledger, lock tenancy.Operation, call *Call, op *operation, m *Metrics, r *redact.Redactor) (func(), error) {
+	start := time.Now()
+	unlock, waited, err := ledger.LockOperation(ctx, lock)
+	if waited {
+		m.observeLockWait(call.Method, time.Since(start))
+	}
+	if err != nil {
+		return nil, lockRefused(ctx, call, op, err, m, r)
+	}
+	return unlock, nil
 }
 
 // requestIdentity is a digest of the method and the request, secret values redacted and the

@@ -33,6 +33,7 @@ type racyBackend struct {
 	window          time.Duration
 	gate            chan struct{} // nil: wait window
 	entered         chan string   // the name of each create that found no volume and waits
+	deleting        chan struct{} // nil: deletes answer at once; else each waits until it is closed
 
 	volumesMu sync.Mutex
 	volumes   map[string][]string // name → the IDs created under it
@@ -80,6 +81,10 @@ func (b *racyBackend) Unary(ctx context.Context, method string, raw []byte) ([]b
 		var req csi.DeleteVolumeRequest
 		if err := proto.Unmarshal(raw, &req); err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if b.deleting != nil {
+			b.entered <- req.GetVolumeId()
+			<-b.deleting
 		}
 		b.volumesMu.Lock()
 		for name, ids := range b.volumes {
@@ -206,6 +211,53 @@ func TestReplicasIdenticalCreatesOneVolume(t *testing.T) {
 		if n := r.abortedElsewhere(); n != 0 {
 			t.Errorf("replica %d refused %v identical creates, want 0 (they wait)", i, n)
 		}
+	}
+	assertNoLocks(t, cluster, prefix)
+}
+
+// TestReplicasCreateBesideDeleteOfItsVolume: while one replica deletes a volume, a create of
+// the name it was created under, on another replica, is ABORTED rather than run beside the
+// delete: the create is keyed by its name and the delete by the volume's ID, and without the
+// delete's lock of the name the create would find the volume being deleted and record it
+// after the delete forgot it (a ledger entry of nothing), or create it anew outside the quota
+// once the delete was done. The chaos test (test/e2e TestChaosReplicasUnderLoad) found both.
+func TestReplicasCreateBesideDeleteOfItsVolume(t *testing.T) {
+	cluster := tu.StartEtcd(t, 3)
+	be := newRacyBackend(0, nil)
+	be.deleting = make(chan struct{})
+	prefix := "/" + t.Name() + "/"
+	deleting := startReplica(t, TransportGRPC, be, openEtcdLedger(t, cluster, prefix, nil))
+	creating := startReplica(t, TransportFrames, be, openEtcdLedger(t, cluster, prefix, nil))
+	ctx := serverCallCtx(t)
+	first, err := creating.create(ctx, serverCreateVolumeRequest("pvc-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-be.entered // the create's wait
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := deleting.controller("blue").DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: first.GetVolume().GetVolumeId()})
+		deleted <- err
+	}()
+	<-be.entered // the delete is in the backend
+	_, err = creating.create(ctx, serverCreateVolumeRequest("pvc-1"))
+	if st := status.Convert(err); st.Code() != codes.Aborted || !strings.Contains(st.Message(), "DeleteVolume is already in progress on another replica") {
+		t.Errorf("a create of the name of a volume being deleted: %v %q; want ABORTED naming the delete", st.Code(), st.Message())
+	}
+	close(be.deleting)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	again, err := creating.create(ctx, serverCreateVolumeRequest("pvc-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetVolume().GetVolumeId() == first.GetVolume().GetVolumeId() {
+		t.Errorf("the create after the delete answered the deleted volume %s", again.GetVolume().GetVolumeId())
+	}
+	gone, _ := tenancy.UnscopeID("blue", first.GetVolume().GetVolumeId())
+	if _, recorded, err := deleting.ledger.Lookup(ctx, tenancy.Volume, gone); err != nil || recorded {
+		t.Errorf("the deleted volume %s is still recorded (%v)", gone, err)
 	}
 	assertNoLocks(t, cluster, prefix)
 }

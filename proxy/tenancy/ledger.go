@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"strings"
 
 	"github.com/csi-gateway/csi-gateway/internal/bytesize"
 )
@@ -89,6 +90,29 @@ func (l *Ledger) Close() error { return l.store.Close() }
 // Lookup returns the record of a backend object; ok is false when no tenant owns it.
 func (l *Ledger) Lookup(ctx context.Context, kind Kind, backendID string) (r Record, ok bool, err error) {
 	return l.store.lookup(ctx, kind, backendID)
+}
+
+// CreatedAs returns the name tenant created an object under, as the tenant sent it, given the
+// ID the tenant knows it by; ok is false when the tenant owns no such object, or when its
+// name cannot be told from the backend name (a name too long to scope whole, kept as a
+// prefix and a hash: ScopeName). A store error is UNAVAILABLE, naming the store.
+func (l *Ledger) CreatedAs(ctx context.Context, tenant string, kind Kind, id string) (name string, ok bool, err error) {
+	backendID, ok := UnscopeID(tenant, id)
+	if !ok {
+		return "", false, nil
+	}
+	r, ok, err := l.store.lookup(ctx, kind, backendID)
+	if err != nil {
+		return "", false, ledgerError(err)
+	}
+	name, scoped := strings.CutPrefix(r.Name, prefix(tenant))
+	if !ok || r.Tenant != tenant || !scoped {
+		return "", false, nil
+	}
+	if again, err := ScopeName(tenant, name); err != nil || again != r.Name {
+		return "", false, nil
+	}
+	return name, true, nil
 }
 
 // ByName returns the backend ID of the object recorded under a backend name.

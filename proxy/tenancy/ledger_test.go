@@ -86,13 +86,13 @@ func testLedgerQuotaSurvivesReopen(t *testing.T, open opener) {
 	l.Close()
 
 	l = open(t, quotas)
-	_, err := l.reserve(t.Context(), "blue", 1, 6*mib)
+	_, err := l.reserve(t.Context(), "blue", 1, 6*mib, "")
 	wantCode(t, err, codes.ResourceExhausted, "maxBytes", "15728640")
-	release, err := l.reserve(t.Context(), "blue", 1, 5*mib)
+	release, err := l.reserve(t.Context(), "blue", 1, 5*mib, "")
 	if err != nil {
 		t.Fatalf("reserving what the quota has left after reopening: %v", err)
 	}
-	_, err = l.reserve(t.Context(), "blue", 1, 0)
+	_, err = l.reserve(t.Context(), "blue", 1, 0, "")
 	wantCode(t, err, codes.ResourceExhausted, "maxVolumes", "2 volumes")
 	release.release()
 }
@@ -137,7 +137,7 @@ func testLedgerForget(t *testing.T, open opener) {
 	if err := l.Record(t.Context(), Snapshot, "snap-1", Record{Tenant: "blue", Name: "blue.pvc"}); err != nil {
 		t.Fatal(err) // the same name, another kind
 	}
-	if _, err := l.reserve(t.Context(), "blue", 1, mib); err == nil {
+	if _, err := l.reserve(t.Context(), "blue", 1, mib, ""); err == nil {
 		t.Fatal("the quota is full, yet a reservation succeeded")
 	}
 	if err := l.Forget(t.Context(), Volume, "vol-1"); err != nil {
@@ -155,7 +155,7 @@ func testLedgerForget(t *testing.T, open opener) {
 	if u := l.usageNow("blue"); u != (usage{}) {
 		t.Errorf("blue's usage after the volume is forgotten = %+v", u)
 	}
-	release, err := l.reserve(t.Context(), "blue", 1, 4*mib)
+	release, err := l.reserve(t.Context(), "blue", 1, 4*mib, "")
 	if err != nil {
 		t.Fatalf("the quota is free again, yet: %v", err)
 	}
@@ -210,21 +210,21 @@ func testReserveRelease(t *testing.T, open opener) {
 		"blue":  {MaxVolumes: 2, MaxBytes: 10 * mib},
 		"green": {MaxBytes: 3 * mib},
 	})
-	r1, err := l.reserve(t.Context(), "blue", 1, 6*mib)
+	r1, err := l.reserve(t.Context(), "blue", 1, 6*mib, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 6 + 5 > 10.
-	_, err = l.reserve(t.Context(), "blue", 1, 5*mib)
+	_, err = l.reserve(t.Context(), "blue", 1, 5*mib, "")
 	wantCode(t, err, codes.ResourceExhausted, "tenant blue", "maxBytes quota of 10485760", "6291456 bytes")
-	r2, err := l.reserve(t.Context(), "blue", 1, 4*mib) // exactly 10
+	r2, err := l.reserve(t.Context(), "blue", 1, 4*mib, "") // exactly 10
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Two volumes held: a third is refused, an expansion (no volume) of 0 bytes is not.
-	_, err = l.reserve(t.Context(), "blue", 1, 0)
+	_, err = l.reserve(t.Context(), "blue", 1, 0, "")
 	wantCode(t, err, codes.ResourceExhausted, "maxVolumes", "may hold 2")
-	r3, err := l.reserve(t.Context(), "blue", 0, 0)
+	r3, err := l.reserve(t.Context(), "blue", 0, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,14 +244,14 @@ func testReserveRelease(t *testing.T, open opener) {
 	}
 	// Tenants do not share quotas; zero fields are unlimited; tenants without a quota have none.
 	for range 10 {
-		if _, err := l.reserve(t.Context(), "green", 1, 0); err != nil {
+		if _, err := l.reserve(t.Context(), "green", 1, 0, ""); err != nil {
 			t.Fatalf("green has no volume limit: %v", err)
 		}
 	}
-	if _, err := l.reserve(t.Context(), "green", 0, 3*mib+1); err == nil {
+	if _, err := l.reserve(t.Context(), "green", 0, 3*mib+1, ""); err == nil {
 		t.Error("green's byte quota was not enforced")
 	}
-	if _, err := l.reserve(t.Context(), "red", 1000, 1<<50); err != nil {
+	if _, err := l.reserve(t.Context(), "red", 1000, 1<<50, ""); err != nil {
 		t.Errorf("a tenant without a quota: %v", err)
 	}
 	// bytesLeft follows reservations and has nothing to say without a byte quota.
@@ -278,7 +278,7 @@ func testReserveConcurrent(t *testing.T, open opener) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			release, err := l.reserve(t.Context(), "blue", 1, mib)
+			release, err := l.reserve(t.Context(), "blue", 1, mib, "")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -304,7 +304,7 @@ func testReserveConcurrent(t *testing.T, open opener) {
 	for range n {
 		wg.Go(func() {
 			<-start // closed: no wait
-			release, err := l.reserve(t.Context(), "blue", 0, 30*mib)
+			release, err := l.reserve(t.Context(), "blue", 0, 30*mib, "")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

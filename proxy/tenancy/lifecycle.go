@@ -31,6 +31,9 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 	}
 	resp, err := c.invoke(ctx, c.method, req)
 	if err != nil {
+		if outcomeUnknown(err) {
+			res.keep()
+		}
 		return nil, err
 	}
 	m := resp.ProtoReflect()
@@ -47,6 +50,7 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 		}
 	}
 	if err := c.record(ctx, kind, id, rec, res); err != nil {
+		res.keep() // the volume exists: its hold counts it until a retry records it
 		return nil, err
 	}
 	// What the call created along with it (the snapshots of a group snapshot).
@@ -65,6 +69,17 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 		return nil, err
 	}
 	return resp, c.scopeResponse(resp)
+}
+
+// outcomeUnknown reports whether a failed create may have created its object: the backend
+// call ended without an answer (its deadline, a broken connection) or with one that does not
+// say it did nothing.
+func outcomeUnknown(err error) bool {
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown, codes.Internal:
+		return true
+	}
+	return false
 }
 
 // delete sends a delete call and forgets what it deleted.
@@ -151,7 +166,7 @@ func (c *call) expand(ctx context.Context, req *csi.ControllerExpandVolumeReques
 	if limited && req.GetCapacityRange() != nil {
 		capLimit(req.GetCapacityRange(), rec.Bytes+left)
 	}
-	res, err := c.l.reserve(ctx, c.tenant, 0, max(0, requested-rec.Bytes))
+	res, err := c.l.reserve(ctx, c.tenant, 0, max(0, requested-rec.Bytes), "")
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +207,7 @@ func (c *call) reserveCreate(ctx context.Context, req *csi.CreateVolumeRequest) 
 			bytes = req.GetCapacityRange().GetLimitBytes()
 		}
 	}
-	return c.l.reserve(ctx, c.tenant, 1, bytes)
+	return c.l.reserve(ctx, c.tenant, 1, bytes, req.GetName())
 }
 
 // capLimit lowers a capacity range's limit_bytes to at most most (0 is no limit in CSI).

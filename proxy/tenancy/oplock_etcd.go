@@ -88,7 +88,7 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		if until != 0 {
 			ops = append(ops, clientv3.OpPut(name+"until", string(value), clientv3.WithLease(until)))
 		}
-		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		tctx, cancel := s.requestContext(ctx)
 		resp, err := s.client.Txn(tctx).If(s.freeOf(op)...).Then(ops...).
 			Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix())).Commit()
 		cancel()
@@ -102,7 +102,7 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		case err != nil:
 			return nil, nil, s.fail(err)
 		case resp.Succeeded:
-			return func() { s.unlock(name, until) }, nil, nil
+			return func() { s.unlock(ctx, name, until) }, nil, nil
 		}
 		held, err := s.heldBy(op, resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
 		if held != nil || err != nil {
@@ -119,7 +119,7 @@ func (s *etcdStore) grantUntil(ctx context.Context, deadline time.Time) (clientv
 		return 0, nil
 	}
 	ttl := time.Until(deadline) + untilSlack
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
 	if err != nil {
@@ -143,17 +143,33 @@ func (s *etcdStore) revokeLater(id clientv3.LeaseID) {
 
 // unlock deletes an operation's keys; keys it cannot delete (etcd unreachable) are deleted
 // at the replica's next lock or hold ("holder" goes with the lease at the latest, "until" at
-// the deadline).
-func (s *etcdStore) unlock(name string, until clientv3.LeaseID) {
-	keys := []string{name + "holder", name + "until"}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	if _, err := s.client.Txn(ctx).Then(clientv3.OpDelete(keys[0]), clientv3.OpDelete(keys[1])).Commit(); err != nil {
-		s.mu.Lock()
-		s.stale = append(s.stale, keys...)
-		s.mu.Unlock()
+// the deadline). The operation's call (ctx: its deadline) waits for it until the margin
+// before its deadline at the latest (beforeDeadline); the delete goes on without it, so that a call whose
+// answer is ready is not held past its deadline by an etcd that does not answer.
+func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.LeaseID) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		keys := []string{name + "holder", name + "until"}
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		defer cancel()
+		if _, err := s.client.Txn(ctx).Then(clientv3.OpDelete(keys[0]), clientv3.OpDelete(keys[1])).Commit(); err != nil {
+			s.mu.Lock()
+			s.stale = append(s.stale, keys...)
+			s.mu.Unlock()
+		}
+		s.revokeLater(until)
+	}()
+	var late <-chan time.Time
+	if d, ok := beforeDeadline(ctx); ok {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		late = t.C
 	}
-	s.revokeLater(until)
+	select {
+	case <-done:
+	case <-late:
+	}
 }
 
 // heldBy describes the operations in flight (kvs, read at rev) that conflict with op, or
@@ -183,17 +199,36 @@ func (s *etcdStore) heldBy(op Operation, kvs []*mvccpb.KeyValue, rev int64) (*He
 	return heldBy(op, flights, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
 }
 
-// watchChange returns at the first change under prefix after rev, or when ctx ends.
+// watchChange returns at the first change under prefix after rev, or when ctx ends. A watch
+// says nothing while etcd has no quorum (a member notices it has no leader only after
+// several election timeouts, and only then ends a watch that requires one), so every
+// request timeout it also makes a quorum read: when that fails, so does the wait, naming
+// etcd, instead of lasting until the caller's deadline.
 func (s *etcdStore) watchChange(ctx context.Context, prefix string, rev int64) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range s.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-		if err := resp.Err(); err != nil {
-			return s.fail(err)
-		}
-		if len(resp.Events) > 0 {
-			return nil
+	changes := s.client.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	check := time.NewTicker(s.timeout)
+	defer check.Stop()
+	for {
+		select {
+		case resp, ok := <-changes:
+			if !ok {
+				return ctx.Err()
+			}
+			if err := resp.Err(); err != nil {
+				return s.fail(err)
+			}
+			if len(resp.Events) > 0 {
+				return nil
+			}
+		case <-check.C:
+			if err := s.ready(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return err
+			}
 		}
 	}
-	return ctx.Err()
 }

@@ -18,13 +18,14 @@ type reservation struct {
 	settled bool // recorded or released
 }
 
-// reserve holds volumes and bytes of a tenant's quota. It fails with RESOURCE_EXHAUSTED,
+// reserve holds volumes and bytes of a tenant's quota, for a create of the backend name create
+// ("" for an expansion). It fails with RESOURCE_EXHAUSTED,
 // saying which limit and how much is used, when the quota has no room, and with UNAVAILABLE
 // when the store cannot be reached.
-func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int64) (*reservation, error) {
+func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int64, create string) (*reservation, error) {
 	q := l.quotas[tenant]
 	var refused error // the quota's answer, as opposed to the store's failure
-	h, err := l.store.hold(ctx, tenant, usage{volumes, bytes}, func(u usage) error {
+	h, err := l.store.hold(ctx, tenant, usage{volumes, bytes}, create, func(u usage) error {
 		refused = nil
 		if q.MaxVolumes > 0 && volumes > 0 && u.volumes+volumes > q.MaxVolumes {
 			refused = status.Errorf(codes.ResourceExhausted,
@@ -52,6 +53,20 @@ func (r *reservation) release() {
 	}
 	r.settled = true
 	r.l.store.release(r.hold)
+}
+
+// keep settles the reservation of a create whose outcome is unknown (the backend may have
+// created the volume: its call failed without a definitive answer, or its record could
+// not be written) without giving the room back: an etcd store's create hold stays until a
+// retry of the name takes it over and records the volume, so that the volume, if it exists,
+// is counted meanwhile. A hold no retry can take over (bbolt's, in this process's memory) is
+// released.
+func (r *reservation) keep() {
+	if r == nil || r.settled || r.hold.rev == 0 {
+		r.release()
+		return
+	}
+	r.settled = true
 }
 
 // bytesLeft returns how many bytes the tenant's quota has left (creates and expansions in

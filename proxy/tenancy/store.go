@@ -28,8 +28,10 @@ type Store interface {
 	forget(ctx context.Context, kind Kind, backendID string) error
 	// hold reserves want in tenant's usage if admit, shown the tenant's usage (recorded and
 	// held) at that moment, returns nil; otherwise it returns admit's error. No two holds
-	// are admitted against the same usage.
-	hold(ctx context.Context, tenant string, want usage, admit func(used usage) error) (*hold, error)
+	// are admitted against the same usage. create is the backend name of the volume a create
+	// holds room for ("" for an expansion): the etcd store keeps such a hold until a create
+	// of that name is recorded or fails, even past its replica's death (store_etcd.go).
+	hold(ctx context.Context, tenant string, want usage, create string, admit func(used usage) error) (*hold, error)
 	// release gives a hold back. It is not bounded by a call (it runs when the call is
 	// over); a store that cannot release it at once does so later.
 	release(h *hold)
@@ -65,6 +67,8 @@ type hold struct {
 	tenant string
 	key    string // the store's name for it (etcd: its key)
 	usage
+	rev     int64 // etcd: the revision that put it
+	adopted bool  // etcd: it took over the hold of an earlier create of the same name
 }
 
 // change is what recording r over old (nil: a new object) changes in the tenant's usage:

@@ -173,7 +173,7 @@ func (s *boltStore) forget(_ context.Context, kind Kind, backendID string) error
 	return nil
 }
 
-func (s *boltStore) hold(_ context.Context, tenant string, want usage, admit func(usage) error) (*hold, error) {
+func (s *boltStore) hold(_ context.Context, tenant string, want usage, _ string, admit func(usage) error) (*hold, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := admit(s.used[tenant]); err != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +54,8 @@ const (
 //	PREFIX objects/KIND/BACKEND-ID      a Record (JSON)
 //	PREFIX names/KIND/BACKEND-NAME      the backend ID
 //	PREFIX tenants/TENANT/usage         the tenant's recorded volumes and bytes
-//	PREFIX tenants/TENANT/holds/ID      a hold of a call in flight, bound to its replica's lease
+//	PREFIX tenants/TENANT/holds/ID      a hold of an expansion in flight, bound to its replica's lease
+//	PREFIX tenants/TENANT/creates/NAME  a hold of a create of the backend name NAME (escaped), bound to no lease
 //	PREFIX owned/TENANT/KIND/BACKEND-ID the index of the tenant's records (store_owned.go)
 //
 // (The operations in flight on each object, bound to the replicas' leases too, go under
@@ -62,8 +65,12 @@ const (
 // tenants/TENANT/ has changed since the usage the quota was checked against was read (a
 // compare on the prefix's mod revisions): two replicas checking the same usage cannot both
 // put a hold, whatever the interleaving, so holds never overshoot a quota. Turning a hold
-// into recorded usage (record) deletes the hold and raises the usage in one transaction. A
-// replica's holds carry its lease, so they vanish when it dies (within LeaseTTL) or closes.
+// into recorded usage (record) deletes the hold and raises the usage in one transaction. An
+// expansion's hold carries its replica's lease, so it vanishes when the replica dies (within
+// LeaseTTL) or closes. A create's hold does not: the backend call of a replica that died may
+// have created the volume, unrecorded, so the hold counts it until a create of the same name
+// takes the hold over (rather than holding the room twice) and records the volume, or fails
+// with an answer that says nothing was created.
 // (Deleting a key does not change the others' mod revisions; only a hold's release, its
 // lease's expiry and its turning into usage delete keys there, and none of them takes room.)
 type etcdStore struct {
@@ -173,9 +180,36 @@ func (s *etcdStore) fail(err error) error {
 	return fmt.Errorf("etcd at %s: %w", s.where, err)
 }
 
+// requestMargin is what a request to etcd leaves of its caller's deadline (a tenth of the
+// time left, when that is less): a step that etcd does not answer fails (UNAVAILABLE, naming
+// etcd) while the caller still waits for its answer, rather than at the deadline itself,
+// where the caller sees only DEADLINE_EXCEEDED.
+const requestMargin = 250 * time.Millisecond
+
+// beforeDeadline is how long a request to etcd (or a wait for one) may take within ctx's
+// deadline: what is left of it less the margin; ok is false when ctx has no deadline.
+func beforeDeadline(ctx context.Context) (d time.Duration, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left := time.Until(dl)
+	return left - min(requestMargin, left/10), true
+}
+
+// requestContext bounds one request to etcd: the request timeout, or what is left of ctx's
+// deadline less the margin, whichever ends first.
+func (s *etcdStore) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := s.timeout
+	if d, ok := beforeDeadline(ctx); ok {
+		timeout = min(timeout, d)
+	}
+	return context.WithTimeout(ctx, max(timeout, 0))
+}
+
 // ready makes a linearizable read, which needs a leader and a quorum's answer.
 func (s *etcdStore) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	if _, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly()); err != nil {
 		return s.fail(err)
@@ -185,7 +219,7 @@ func (s *etcdStore) ready(ctx context.Context) error {
 
 // read gets keys at one revision; kvs[i] is nil for a key that does not exist.
 func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.KeyValue, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
@@ -206,7 +240,7 @@ func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.Key
 
 // readPrefix gets every key under prefix and the revision it read them at.
 func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyValue, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
@@ -217,7 +251,7 @@ func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.Ke
 
 // commit runs ops if every compare holds, and reports whether they did.
 func (s *etcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
@@ -376,18 +410,31 @@ func (s *etcdStore) forget(ctx context.Context, kind Kind, backendID string) err
 	})
 }
 
-func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, admit func(usage) error) (*hold, error) {
+func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create string, admit func(usage) error) (*hold, error) {
 	s.deleteStale(ctx)
 	prefix := s.tenantPrefix(tenant)
 	var h *hold
 	err := s.update(ctx, func() (bool, error) {
-		lease, err := s.currentLease(ctx)
-		if err != nil {
-			return false, err
-		}
 		kvs, rev, err := s.readPrefix(ctx, prefix)
 		if err != nil {
 			return false, err
+		}
+		key, opts, adopted, lease := "", []clientv3.OpOption(nil), false, clientv3.LeaseID(0)
+		if create != "" {
+			// A create's hold, keyed by its name and bound to no lease: it outlives its
+			// replica, whose backend call may have created the volume, until a create of
+			// the name is recorded (or fails). A create of a name that has one takes it
+			// over rather than holding the room twice.
+			key = s.createHoldKey(tenant, create)
+			kvs = slices.DeleteFunc(kvs, func(kv *mvccpb.KeyValue) bool {
+				adopted = adopted || string(kv.Key) == key
+				return string(kv.Key) == key
+			})
+		} else {
+			if lease, err = s.currentLease(ctx); err != nil {
+				return false, err
+			}
+			key, opts = fmt.Sprintf("%sholds/%x-%d", prefix, int64(lease), s.seq.Add(1)), []clientv3.OpOption{clientv3.WithLease(lease)}
 		}
 		used, err := sumUsage(kvs)
 		if err != nil {
@@ -396,27 +443,48 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, admit f
 		if err := admit(used); err != nil {
 			return false, err
 		}
-		key := fmt.Sprintf("%sholds/%x-%d", prefix, int64(lease), s.seq.Add(1))
 		// No key under the tenant's prefix written since rev: no other hold, and no change of
 		// the recorded usage, came between the check and this hold.
 		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
-		ok, err := s.commit(ctx, []clientv3.Cmp{notSince}, clientv3.OpPut(key, encodeUsage(want), clientv3.WithLease(lease)))
+		tctx, cancel := s.requestContext(ctx)
+		resp, err := s.client.Txn(tctx).If(notSince).Then(clientv3.OpPut(key, encodeUsage(want), opts...)).Commit()
+		cancel()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.dropLease(lease) // expired while this replica was cut off: take a new one
 			return false, nil
 		}
-		if ok {
-			h = &hold{tenant: tenant, key: key, usage: want}
+		if err != nil {
+			return false, s.fail(err)
 		}
-		return ok, err
+		if resp.Succeeded {
+			h = &hold{tenant: tenant, key: key, usage: want, rev: resp.Header.Revision, adopted: adopted}
+		}
+		return resp.Succeeded, nil
 	})
 	return h, err
 }
 
+// createHoldKey is where the hold of a create of the backend name is.
+func (s *etcdStore) createHoldKey(tenant, name string) string {
+	return s.tenantPrefix(tenant) + "creates/" + url.PathEscape(name)
+}
+
+// release deletes a hold whose call failed. A create's hold that took over an earlier
+// create's of the same name stays (that create's outcome is still unknown), and so does one
+// another create of the name has taken over since (its revision changed).
 func (s *etcdStore) release(h *hold) {
+	if h.adopted {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	if _, err := s.client.Delete(ctx, h.key); err != nil {
+	var err error
+	if h.rev != 0 && strings.Contains(h.key, "/creates/") {
+		_, err = s.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(h.key), "=", h.rev)).Then(clientv3.OpDelete(h.key)).Commit()
+	} else {
+		_, err = s.client.Delete(ctx, h.key)
+	}
+	if err != nil && !strings.Contains(h.key, "/creates/") {
 		s.mu.Lock()
 		s.stale = append(s.stale, h.key)
 		s.mu.Unlock()
@@ -452,7 +520,7 @@ func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) 
 	if s.lease != 0 {
 		return s.lease, nil
 	}
-	gctx, cancel := context.WithTimeout(ctx, s.timeout)
+	gctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	resp, err := s.client.Grant(gctx, int64((max(time.Second, s.ttl)+time.Second-1)/time.Second)) // whole seconds, rounded up
 	if err != nil {
@@ -528,7 +596,7 @@ func (s *etcdStore) each(ctx context.Context, fn func(Kind, string, Record) erro
 	end := clientv3.GetPrefixRangeEnd(objects)
 	from, rev := objects, int64(0)
 	for {
-		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		rctx, cancel := s.requestContext(ctx)
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(eachPage), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))

@@ -87,7 +87,7 @@ func (s *etcdStore) unindexOwned(kind Kind, backendID string, r Record) clientv3
 }
 
 func (s *etcdStore) owned(ctx context.Context, tenant string, kind Kind, after string, limit int) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.requestContext(ctx)
 	defer cancel()
 	prefix := s.ownedPrefix(tenant, kind)
 	from := prefix

@@ -69,6 +69,7 @@ func TestLedgerStores(t *testing.T) {
 			{"ReplicasNeverOvershoot", testReplicasNeverOvershoot},
 			{"RevokedLeaseFreesHolds", testRevokedLeaseFreesHolds},
 			{"DeadReplicasHoldsExpire", testDeadReplicasHoldsExpire},
+			{"DeadReplicasCreateHoldStays", testDeadReplicasCreateHoldStays},
 		} {
 			t.Run(b.name, func(t *testing.T) { b.test(t, fresh(t)) })
 		}
@@ -120,10 +121,10 @@ func testHoldBetweenCheckAndCommit(t *testing.T, open opener) {
 		return nil
 	}
 	checks := 0
-	_, err := a.hold(ctx, "blue", usage{volumes: 1}, func(u usage) error {
+	_, err := a.hold(ctx, "blue", usage{volumes: 1}, "", func(u usage) error {
 		checks++
 		if checks == 1 {
-			if _, err := b.hold(ctx, "blue", usage{volumes: 1}, oneVolume); err != nil {
+			if _, err := b.hold(ctx, "blue", usage{volumes: 1}, "", oneVolume); err != nil {
 				t.Fatalf("B's hold: %v", err)
 			}
 		}
@@ -154,7 +155,7 @@ func testReplicasNeverOvershoot(t *testing.T, open opener) {
 			l := replicas[i%2]
 			wg.Go(func() {
 				<-start
-				res, err := l.reserve(ctx, "blue", 1, 10*mib)
+				res, err := l.reserve(ctx, "blue", 1, 10*mib, "")
 				if err != nil {
 					if status.Code(err) != codes.ResourceExhausted {
 						t.Errorf("reserve: %v", err)
@@ -213,11 +214,11 @@ func testRevokedLeaseFreesHolds(t *testing.T, open opener) {
 	a.Observe(&seen)
 	ctx := t.Context()
 	for range 2 {
-		if _, err := a.reserve(ctx, "blue", 1, 0); err != nil {
+		if _, err := a.reserve(ctx, "blue", 1, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := b.reserve(ctx, "blue", 1, 0)
+	_, err := b.reserve(ctx, "blue", 1, 0, "")
 	wantCode(t, err, codes.ResourceExhausted, "2 volumes")
 
 	store := a.store.(*etcdStore)
@@ -230,13 +231,13 @@ func testRevokedLeaseFreesHolds(t *testing.T, open opener) {
 	if u := b.usageNow("blue"); u != (usage{}) {
 		t.Fatalf("after the lease was revoked blue's usage is %+v; want nothing held", u)
 	}
-	res, err := b.reserve(ctx, "blue", 1, 0)
+	res, err := b.reserve(ctx, "blue", 1, 0, "")
 	if err != nil {
 		t.Fatalf("the revoked holds still count: %v", err)
 	}
 	defer res.release()
 	// The replica whose lease was revoked holds again, on a new lease.
-	if _, err := a.reserve(ctx, "blue", 1, 0); err != nil {
+	if _, err := a.reserve(ctx, "blue", 1, 0, ""); err != nil {
 		t.Fatalf("a replica whose lease was revoked cannot hold again: %v", err)
 	}
 	if u := b.usageNow("blue"); u != (usage{volumes: 2}) {
@@ -267,10 +268,10 @@ func testDeadReplicasHoldsExpire(t *testing.T, open opener) {
 	quotas := map[string]Quota{"blue": {MaxVolumes: 1}}
 	a, b := open(t, quotas), open(t, quotas)
 	ctx := t.Context()
-	if _, err := a.reserve(ctx, "blue", 1, 0); err != nil {
+	if _, err := a.reserve(ctx, "blue", 1, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.reserve(ctx, "blue", 1, 0)
+	_, err := b.reserve(ctx, "blue", 1, 0, "")
 	wantCode(t, err, codes.ResourceExhausted, "1 volumes")
 
 	dead := a.store.(*etcdStore)
@@ -279,7 +280,7 @@ func testDeadReplicasHoldsExpire(t *testing.T, open opener) {
 
 	deadline := time.Now().Add(time.Minute)
 	for {
-		res, err := b.reserve(ctx, "blue", 1, 0)
+		res, err := b.reserve(ctx, "blue", 1, 0, "")
 		if err == nil {
 			res.release()
 			return
@@ -289,6 +290,38 @@ func testDeadReplicasHoldsExpire(t *testing.T, open opener) {
 			t.Fatalf("a dead replica's hold outlived its lease (TTL 3s) by a minute: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// testDeadReplicasCreateHoldStays: the hold of a create outlives its replica (whose backend
+// call may have created the volume, unrecorded): another name gets no room, a retry of the
+// same name takes the hold over (and does not count it twice), and the retry's record turns
+// it into usage. Without it, TestChaosReplicasUnderLoad's backend held a tenant's volumes
+// over its quota after a replica was killed mid-create.
+func testDeadReplicasCreateHoldStays(t *testing.T, open opener) {
+	quotas := map[string]Quota{"blue": {MaxVolumes: 1}}
+	a, b := open(t, quotas), open(t, quotas)
+	ctx := t.Context()
+	if _, err := a.reserve(ctx, "blue", 1, 0, "blue.pvc-1"); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // its lease revoked: lease-bound holds would vanish now
+	_, err := b.reserve(ctx, "blue", 1, 0, "blue.pvc-2")
+	wantCode(t, err, codes.ResourceExhausted, "1 volumes")
+	failed, err := b.reserve(ctx, "blue", 1, 0, "blue.pvc-1")
+	if err != nil {
+		t.Fatalf("a retry of the dead replica's create: %v", err)
+	}
+	failed.release() // a retry that failed too: the hold, taken over, stays
+	retry, err := b.reserve(ctx, "blue", 1, 0, "blue.pvc-1")
+	if err != nil {
+		t.Fatalf("a second retry of the dead replica's create: %v", err)
+	}
+	if err := b.recordReserved(ctx, Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1"}, retry); err != nil {
+		t.Fatal(err)
+	}
+	if u := b.usageNow("blue"); u != (usage{volumes: 1}) {
+		t.Errorf("blue's usage after the retry recorded its volume = %+v; want 1 volume, no hold", u)
 	}
 }
 
@@ -308,7 +341,7 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 	if err := l.Record(ctx, Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1", Bytes: mib}); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := l.reserve(ctx, "blue", 1, mib)
+	pending, err := l.reserve(ctx, "blue", 1, mib, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +357,7 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 		{"ByName", func() error { _, _, err := l.ByName(ctx, Volume, "blue.pvc-1"); return err }},
 		{"Record", func() error { return l.Record(ctx, Volume, "vol-2", Record{Tenant: "blue", Bytes: mib}) }},
 		{"Forget", func() error { return l.Forget(ctx, Volume, "vol-1") }},
-		{"reserve", func() error { _, err := l.reserve(ctx, "blue", 1, mib); return err }},
+		{"reserve", func() error { _, err := l.reserve(ctx, "blue", 1, mib, ""); return err }},
 		{"bytesLeft", func() error { _, _, err := l.bytesLeft(ctx, "blue"); return err }},
 		{"Usage", func() error { _, err := l.Usage(ctx); return err }},
 		{"LockOperation", func() error {
@@ -364,7 +397,7 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 	if r, ok, err := l.Lookup(ctx, Volume, "vol-1"); err != nil || !ok || r.Tenant != "blue" {
 		t.Errorf("with quorum back Lookup = %+v, %t, %v", r, ok, err)
 	}
-	res, err := l.reserve(ctx, "blue", 1, mib)
+	res, err := l.reserve(ctx, "blue", 1, mib, "")
 	if err != nil {
 		t.Fatalf("with quorum back: %v", err)
 	}
@@ -372,4 +405,106 @@ func TestEtcdWithoutQuorum(t *testing.T) {
 		t.Errorf("with quorum back blue's usage = %+v; want the volume and the new hold (the one released during the outage deleted)", u)
 	}
 	res.release()
+}
+
+// TestEtcdLockWaitSeesQuorumLost: an operation waiting for another replica's identical one
+// (watching its keys) when etcd loses its quorum answers UNAVAILABLE naming etcd within a
+// few request timeouts, though its caller set no deadline: a watch alone says nothing while
+// etcd has no leader. (The chaos test's waiters ran into their callers' deadlines.)
+func TestEtcdLockWaitSeesQuorumLost(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	const timeout = time.Second
+	open := func() *Ledger {
+		return openEtcdLedger(t, cluster, "/wait/", nil, func(c *EtcdConfig) { c.RequestTimeout = timeout })
+	}
+	holder, waiter := open(), open()
+	var seen observed
+	waiter.Observe(&seen)
+	inFlight := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Hour))
+	lockOrFail(t, holder, inFlight)
+	answer := make(chan error, 1)
+	go func() {
+		_, _, err := waiter.LockOperation(context.Background(), inFlight)
+		answer <- err
+	}()
+	for requests, _ := seen.counts(); requests["Txn"] == 0; requests, _ = seen.counts() {
+		time.Sleep(10 * time.Millisecond) // until its lock was refused: it waits
+	}
+	time.Sleep(timeout / 2) // its watch is established
+	cluster.Stop(1)
+	cluster.Stop(2)
+	lost := time.Now()
+	select {
+	case err := <-answer:
+		// Its watch says nothing until etcd ends it (several election timeouts: 7 s here);
+		// a quorum read every request timeout fails within two.
+		if took := time.Since(lost); took > 5*timeout {
+			t.Errorf("the waiting operation answered %s after etcd lost its quorum; want within a few request timeouts (%s)", took.Round(time.Millisecond), timeout)
+		}
+		if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
+			t.Errorf("the waiting operation without quorum: %v %q; want UNAVAILABLE naming etcd", st.Code(), st.Message())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the waiting operation has not answered 30 s after etcd lost its quorum (request timeout %s)", timeout)
+	}
+}
+
+// TestEtcdStepsAnswerBeforeTheirDeadline: without quorum, a ledger step whose caller's
+// deadline comes before the request timeout answers UNAVAILABLE naming etcd, a margin before
+// that deadline (requestMargin), not at it, where the caller would see only DEADLINE_EXCEEDED.
+func TestEtcdStepsAnswerBeforeTheirDeadline(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	l := openEtcdLedger(t, cluster, "/margin/", map[string]Quota{"blue": {MaxVolumes: 10}},
+		func(c *EtcdConfig) { c.RequestTimeout = 10 * time.Second })
+	if err := l.Record(t.Context(), Volume, "vol-1", Record{Tenant: "blue", Name: "blue.pvc-1"}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Stop(1)
+	cluster.Stop(2)
+	steps := map[string]func(ctx context.Context) error{
+		"Lookup":  func(ctx context.Context) error { _, _, err := l.Lookup(ctx, Volume, "vol-1"); return ledgerError(err) },
+		"reserve": func(ctx context.Context) error { _, err := l.reserve(ctx, "blue", 1, 0, "blue.pvc-2"); return err },
+		"LockOperation": func(ctx context.Context) error {
+			_, _, err := l.LockOperation(ctx, lockOf("blue/volume:vol-1", "DeleteVolume", "", time.Now().Add(time.Minute)))
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	for name, step := range steps {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := step(ctx)
+			// At the deadline itself the lock would answer its caller's DEADLINE_EXCEEDED.
+			if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
+				t.Errorf("%s without quorum: %v %q; want UNAVAILABLE naming etcd", name, st.Code(), st.Message())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestEtcdUnlockKeepsItsCallsDeadline: giving a lock back while etcd has no quorum does not
+// hold the operation's call past its deadline (the delete goes on without it, and the keys
+// are deleted later): the call's answer, ready, reaches its caller.
+func TestEtcdUnlockKeepsItsCallsDeadline(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	l := openEtcdLedger(t, cluster, "/unlock/", nil, func(c *EtcdConfig) { c.RequestTimeout = 10 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	unlock, _, err := l.LockOperation(ctx, lockOf("blue/volume:vol-1", "DeleteVolume", "", dl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Stop(1)
+	cluster.Stop(2)
+	left, start := time.Until(dl), time.Now()
+	unlock()
+	// It returns a margin before the deadline (at once if that has passed); a loaded machine
+	// may add a little. Without the bound it waits for etcd's answer: "no leader", seconds
+	// later, or the request timeout (10 s).
+	if took := time.Since(start); took > max(left, 0)+time.Second {
+		t.Errorf("unlocking without quorum took %s with %s left to its call's deadline", took.Round(time.Millisecond), left.Round(time.Millisecond))
+	}
 }

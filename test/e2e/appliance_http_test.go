@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,7 +22,7 @@ import (
 func TestApplianceOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	endpoint := "unix://" + filepath.Join(dir, "csi.sock")
-	addr := freeLoopbackAddr(t)
+	addr := testutil.FreeAddr(t)
 	testutil.Start(t, "appliance", "--data", filepath.Join(dir, "data"), "--endpoint", endpoint, "--http", addr)
 	ctl := csi.NewControllerClient(testutil.Dial(t, endpoint))
 
@@ -94,14 +92,4 @@ func TestApplianceStopsCleanly(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket still there after SIGTERM: %v", err)
 	}
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -111,7 +112,7 @@ func TestDescriptorSetSecrets(t *testing.T) {
 	for _, withSet := range []bool{true, false} {
 		t.Run(fmt.Sprintf("descriptorSets=%v", withSet), func(t *testing.T) {
 			sub := t.TempDir()
-			admin := freeLoopbackAddr(t)
+			admin := testutil.FreeAddr(t)
 			sets := ""
 			if withSet {
 				sets = fmt.Sprintf("descriptorSets:\n  - {file: %q, secretFields: [example.replication.v1.EnableReplicationRequest.credentials]}\n", setFile)

@@ -46,7 +46,7 @@ func startFaultAppliance(t *testing.T, dir string, withHTTP bool) *faultApplianc
 	t.Helper()
 	a := &faultAppliance{t: t, data: filepath.Join(dir, "data"), endpoint: "unix://" + filepath.Join(dir, "appliance.sock")}
 	if withHTTP {
-		a.httpAddr = freeLoopbackAddr(t)
+		a.httpAddr = testutil.FreeAddr(t)
 	}
 	a.start()
 	return a

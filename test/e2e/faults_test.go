@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -353,7 +354,7 @@ func TestFaultGatewaySIGTERMUnderLoad(t *testing.T) {
 func testGatewaySIGTERMUnderLoad(t *testing.T, path string) {
 	dir := t.TempDir()
 	app := startFaultAppliance(t, dir, path == "rest")
-	admin := freeLoopbackAddr(t)
+	admin := testutil.FreeAddr(t)
 	gw := startGatewayWith(t, dir, faultBackend(path, app)+fmt.Sprintf("admin: {listen: %q}\nshutdown: {grace: 10s}\n", admin))
 	output := func() string {
 		return fmt.Sprintf("gateway output:\n%s\nappliance output:\n%s", gw.Output(), app.proc.Output())

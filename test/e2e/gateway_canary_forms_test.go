@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"hash/fnv"
 	"maps"
 	"net/http"
@@ -228,7 +229,7 @@ func TestGatewayCanaryForms(t *testing.T) {
 				backend = fmt.Sprintf("{type: rest, urls: [%q], allowSecretsOverPlaintextHTTP: true, retry: {maxAttempts: 1}}", appliance.URL)
 				received = appliance.Requests
 			}
-			admin := freeLoopbackAddr(t)
+			admin := testutil.FreeAddr(t)
 			gw := startGatewayWith(t, dir, noValidation+fmt.Sprintf(`backends:
   b: %s
 routes:

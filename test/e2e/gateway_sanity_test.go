@@ -30,7 +30,7 @@ func TestGatewaySanity(t *testing.T) {
 		path, rest, _ := strings.Cut(variant, "-")
 		access, transport, _ := strings.Cut(rest, "-")
 		dir := t.TempDir()
-		admin := freeLoopbackAddr(t)
+		admin := testutil.FreeAddr(t)
 		gateway := startGateway(t, dir, path, transport, admin)
 
 		testutil.RunSanity(t, testutil.ApplianceSanityConfig(dir, gateway, access))
@@ -75,7 +75,7 @@ func startGateway(t *testing.T, dir, path, transport, admin string) string {
 	case "embedded":
 		backend = fmt.Sprintf("{type: embedded, dataDir: %q, maxVolumesPerNode: 4}", data)
 	case "rest":
-		addr := freeLoopbackAddr(t)
+		addr := testutil.FreeAddr(t)
 		testutil.Start(t, "appliance", "--data", data, "--endpoint", "unix://"+filepath.Join(dir, "appliance.sock"),
 			"--http", addr, "--max-volumes-per-node", "4")
 		testutil.Dial(t, "unix://"+filepath.Join(dir, "appliance.sock"))

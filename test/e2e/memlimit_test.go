@@ -110,7 +110,7 @@ func TestMemoryLimitFollowsTheCgroup(t *testing.T) {
 
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "gw.sock")
-	admin := freeLoopbackAddr(t)
+	admin := testutil.FreeAddr(t)
 	config := writeFile(t, filepath.Join(dir, "gateway.yaml"), fmt.Sprintf(
 		"listeners:\n  - endpoint: unix://%s\nadmin: {listen: %q}\nbackends:\n  local: {type: embedded, dataDir: %q}\nroutes:\n  - {methods: [\"*\"], backend: local}\n",
 		sock, admin, filepath.Join(dir, "data")))

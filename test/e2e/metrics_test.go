@@ -36,7 +36,7 @@ func TestGatewayMetricsAndReadiness(t *testing.T) {
 	}
 	remote := startRemote()
 
-	admin := "http://" + freeLoopbackAddr(t)
+	admin := "http://" + testutil.FreeAddr(t)
 	gw := startGatewayWith(t, dir, fmt.Sprintf(`admin: {listen: %q}
 backends:
   local: {type: embedded, dataDir: %q}

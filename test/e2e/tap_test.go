@@ -27,7 +27,7 @@ const tapCanary = "CANARY-tap-31d7"
 // methods, codes and IDs, and the secret the calls carried comes out nowhere.
 func TestGatewayTap(t *testing.T) {
 	dir := t.TempDir()
-	admin := freeLoopbackAddr(t)
+	admin := testutil.FreeAddr(t)
 	gw := startGatewayWith(t, dir, fmt.Sprintf(`admin: {listen: %q}
 backends:
   appliance: {type: embedded, dataDir: %q}

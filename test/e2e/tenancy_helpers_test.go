@@ -29,6 +29,10 @@ type sharedController struct {
 	centralConfig string
 	centralAddr   string       // its tcp:// listener's host:port
 	ca            *testutil.CA // signs every certificate
+	// admin, when set before the configuration is written, is the central gateway's admin
+	// listener (host:port); each replica gets one of its own (adminOf).
+	admin   string
+	adminOf map[string]string // a replica's listener address → its admin listener's
 }
 
 // tenantSPIFFEID is the identity of a tenant's cluster gateway.
@@ -49,42 +53,58 @@ func startSharedController(t *testing.T, dir string, tenants []string, tenantsYA
 // the central gateway, admitting the tenants' cluster gateways.
 func startCentralSide(t *testing.T, dir string, tenants []string, tenantsYAML, listenerYAML, storeYAML string, withTokenKey bool) *sharedController {
 	t.Helper()
-	ca := testutil.NewCA(t, "shared-controller CA")
-	centralDir := filepath.Join(dir, "central")
-	mkdir(t, centralDir)
-	cert, key, clientCA := testutil.ServerPEMFiles(t, centralDir, ca, ca.NewServerLeaf(t))
-
-	sc := &sharedController{dir: dir, appliance: "unix://" + filepath.Join(dir, "appliance.sock"), clusters: map[string]string{}, ca: ca}
+	sc := newSharedController(t, dir)
+	sc.appliance = "unix://" + filepath.Join(dir, "appliance.sock")
 	testutil.Start(t, "appliance", "--data", filepath.Join(dir, "data"), "--endpoint", sc.appliance, "--max-volumes-per-node", "0")
 	testutil.Dial(t, sc.appliance)
+	sc.writeCentralConfig(t, sc.appliance, tenants, tenantsYAML, listenerYAML, storeYAML, withTokenKey)
+	sc.startCentral(t)
+	return sc
+}
 
-	addr := testutil.FreeAddr(t)
-	sc.centralAddr = addr
+// newSharedController is a shared controller with its CA and nothing started yet.
+func newSharedController(t *testing.T, dir string) *sharedController {
+	t.Helper()
+	return &sharedController{dir: dir, clusters: map[string]string{}, ca: testutil.NewCA(t, "shared-controller CA")}
+}
+
+// writeCentralConfig writes the central gateway's configuration: one tcp:// mTLS listener
+// admitting the tenants' cluster gateways (and listenerYAML, more keys of that listener), the
+// grpc backend at backend, and tenancy with the given store (see startSharedController). With
+// sc.admin set, it has an admin listener there.
+func (sc *sharedController) writeCentralConfig(t *testing.T, backend string, tenants []string, tenantsYAML, listenerYAML, storeYAML string, withTokenKey bool) {
+	t.Helper()
+	centralDir := filepath.Join(sc.dir, "central")
+	mkdir(t, centralDir)
+	cert, key, clientCA := testutil.ServerPEMFiles(t, centralDir, sc.ca, sc.ca.NewServerLeaf(t))
+	sc.centralAddr = testutil.FreeAddr(t)
 	tokenKey := ""
 	if withTokenKey {
 		tokenKey = "  tokenKeyFile: " + writeFile(t, filepath.Join(centralDir, "token.key"), strings.Repeat("c0ffee", 10)+"c0ff\n") + "\n"
 	}
 	if storeYAML == "" {
-		storeYAML = "  ledger: " + filepath.Join(dir, "tenancy.db")
+		storeYAML = "  ledger: " + filepath.Join(sc.dir, "tenancy.db")
+	}
+	admin := ""
+	if sc.admin != "" {
+		admin = fmt.Sprintf("admin: {listen: %q}\n", sc.admin)
 	}
 	var clients strings.Builder
 	for _, tenant := range tenants {
 		fmt.Fprintf(&clients, "      - {uri: %q, tenant: %s}\n", tenantSPIFFEID(tenant), tenant)
 	}
-	sc.centralConfig = writeFile(t, filepath.Join(dir, "central.yaml"), fmt.Sprintf(`listeners:
+	sc.centralConfig = writeFile(t, filepath.Join(sc.dir, "central.yaml"), fmt.Sprintf(`listeners:
   - endpoint: tcp://%s
     tls: {cert: %s, key: %s, clientCA: %s}
     clients:
 %s%s
-backends: {appliance: {type: grpc, target: %q}}
+%sbackends: {appliance: {type: grpc, target: %q}}
 routes: [{methods: ["*"], backend: appliance}]
 tenancy:
 %s
 %s  tenants:
 %s
-`, addr, cert, key, clientCA, clients.String(), listenerYAML, sc.appliance, storeYAML, tokenKey, tenantsYAML))
-	sc.startCentral(t)
-	return sc
+`, sc.centralAddr, cert, key, clientCA, clients.String(), listenerYAML, admin, backend, storeYAML, tokenKey, tenantsYAML))
 }
 
 // startClusterGateways starts one cluster gateway per tenant, each with its own SPIFFE ID,
@@ -139,8 +159,17 @@ func (sc *sharedController) startReplica(t *testing.T, addr string) (*testutil.P
 	if addr == "" {
 		addr = testutil.FreeAddr(t)
 	}
-	file := writeFile(t, filepath.Join(sc.dir, "central-"+strings.ReplaceAll(addr, ":", "-")+".yaml"),
-		strings.Replace(string(config), "tcp://"+sc.centralAddr, "tcp://"+addr, 1))
+	replica := strings.Replace(string(config), "tcp://"+sc.centralAddr, "tcp://"+addr, 1)
+	if sc.admin != "" && addr != sc.centralAddr {
+		if sc.adminOf == nil {
+			sc.adminOf = map[string]string{sc.centralAddr: sc.admin}
+		}
+		if sc.adminOf[addr] == "" {
+			sc.adminOf[addr] = testutil.FreeAddr(t)
+		}
+		replica = strings.Replace(replica, fmt.Sprintf("admin: {listen: %q}", sc.admin), fmt.Sprintf("admin: {listen: %q}", sc.adminOf[addr]), 1)
+	}
+	file := writeFile(t, filepath.Join(sc.dir, "central-"+strings.ReplaceAll(addr, ":", "-")+".yaml"), replica)
 	p := testutil.Start(t, "serve", "--config", file)
 	waitOutput(t, p, "gateway ready", 30*time.Second)
 	return p, addr

@@ -17,7 +17,7 @@ import (
 func TestReadyzFollowsEtcd(t *testing.T) {
 	cluster := testutil.StartEtcd(t, 3)
 	dir := t.TempDir()
-	admin := "http://" + freeLoopbackAddr(t)
+	admin := "http://" + testutil.FreeAddr(t)
 	gw := startGatewayWith(t, dir, fmt.Sprintf(`admin: {listen: %q}
 backends:
   local: {type: embedded, dataDir: %q}

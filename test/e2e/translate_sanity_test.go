@@ -74,7 +74,7 @@ routes:
   - {methods: ["/csi.v1.*/*"], backend: appliance}
 `, filepath.Join(dir, "data"))).Socket
 			} else {
-				socket = strings.TrimPrefix(startGateway(t, dir, path, "", freeLoopbackAddr(t)), "unix://")
+				socket = strings.TrimPrefix(startGateway(t, dir, path, "", testutil.FreeAddr(t)), "unix://")
 			}
 			summary := runV0Sanity(t, bin, socket, dir)
 			t.Logf("v0 sanity through the gateway, translated to the %s appliance: %s", path, summary)

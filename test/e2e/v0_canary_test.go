@@ -97,7 +97,7 @@ func TestV0DriverEchoesSecrets(t *testing.T) {
 	go ds.Serve(l)
 	t.Cleanup(ds.Stop)
 
-	admin := freeLoopbackAddr(t)
+	admin := testutil.FreeAddr(t)
 	gw := startGatewayWith(t, dir, fmt.Sprintf(`admin: {listen: %q}
 backends:
   v0driver: {type: grpc, target: "unix://%s"}
