@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // exampleReplicationSet is the descriptor set of a small service the gateway does not compile

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // The fault tests run the real gateway binary in front of the real appliance binary, over each

@@ -6,7 +6,6 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
-	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"hash/fnv"
 	"maps"
 	"net/http"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // fragmentLen is the shortest fragment of a secret that no output may hold: the gateway
