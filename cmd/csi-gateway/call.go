@@ -72,23 +72,19 @@ const (
 
 func newCallCommand() *cobra.Command {
 	o := &callOptions{}
-	cmd := &cobra.Command{
-		Use:     "call [flags] <Service>/<Method> ['<json>'|@file|-]",
-		Short:   "Call any CSI method with a JSON request and print the response, secrets redacted",
-		Long:    callLong,
-		Example: callExample,
-		Args:    cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return finish(cmd, o.runGeneric(cmd, args))
-		},
-	}
+	cmd := subcommand("call [flags] <Service>/<Method> ['<json>'|@file|-]",
+		"Call any CSI method with a JSON request and print the response, secrets redacted", cobra.ArbitraryArgs,
+		func(cmd *cobra.Command, args []string) error {
+			return finishUsage(cmd, "call", o.runGeneric(cmd, args))
+		})
+	cmd.Long, cmd.Example = callLong, callExample
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.endpoint, "endpoint", "", "CSI endpoint: unix:///path.sock or tcp://host:port (default $CSI_ENDPOINT)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "deadline of the call (0: none)")
 	f.StringVar(&o.secretsFile, "secrets-file", "", "YAML or JSON file of secrets (key: value) to put in the request's secrets field")
 	f.BoolVar(&o.showSecrets, "show-secrets", false, "print the response unredacted (volume and publish context, mount flags)")
 	f.StringVarP(&o.output, "output", "o", outputJSON, "json: the response as JSON; id: only the ID of the object the response holds (create-volume's volume ID, create-snapshot's snapshot ID…), for scripts: ID=$(csi-gateway call create-volume demo -o id)")
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return finish(c, usageError{err.Error()}) })
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return finishUsage(c, "call", usageError{err.Error()}) })
 	for _, a := range callAliases {
 		cmd.AddCommand(a.command(o))
 	}
@@ -125,12 +121,13 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// finish prints a usage error on stderr and returns its exit status; other errors pass
-// through unchanged (a failed call has already been printed as an exitError).
-func finish(cmd *cobra.Command, err error) error {
+// finishUsage prints a usage error of the subcommand name on stderr and returns exitUsage;
+// other errors pass through unchanged (a failed call has already been printed as an
+// exitError).
+func finishUsage(cmd *cobra.Command, name string, err error) error {
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "csi-gateway call: %s\n", ue.msg)
+		fmt.Fprintf(cmd.ErrOrStderr(), "csi-gateway %s: %s\n", name, ue.msg)
 		return exitError{code: exitUsage}
 	}
 	return err

@@ -215,7 +215,7 @@ func (a alias) command(o *callOptions) *cobra.Command {
 		Long:  a.short + ".\n\nCalls " + called + "; see csi-gateway call --help for the flags every call takes.",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return finish(cmd, o.runAlias(cmd, a, f, args))
+			return finishUsage(cmd, "call", o.runAlias(cmd, a, f, args))
 		},
 	}
 	for _, name := range a.flags {

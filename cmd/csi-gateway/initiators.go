@@ -52,21 +52,15 @@ type initiatorsOptions struct {
 
 func newInitiatorsCommand() *cobra.Command {
 	o := &initiatorsOptions{}
-	cmd := &cobra.Command{
-		Use:     "initiators [flags]",
-		Short:   "Print this node's iSCSI, FC and NVMe initiators for a csp backend, and store them in a node registry",
-		Long:    initiatorsLong,
-		Example: initiatorsExample,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return finishInitiators(cmd, usagef("takes no arguments, got %q", args))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return finishInitiators(cmd, o.run(cmd))
-		},
+	noArgs := func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return finishInitiators(cmd, usagef("takes no arguments, got %q", args))
+		}
+		return nil
 	}
+	cmd := subcommand("initiators [flags]", "Print this node's iSCSI, FC and NVMe initiators for a csp backend, and store them in a node registry", noArgs,
+		func(cmd *cobra.Command, _ []string) error { return finishInitiators(cmd, o.run(cmd)) })
+	cmd.Long, cmd.Example = initiatorsLong, initiatorsExample
 	f := cmd.Flags()
 	f.StringVar(&o.root, "root", "/", "the node's root directory, where etc/ and sys/ are (a host mount in a container)")
 	f.StringVar(&o.nodeID, "node-id", "", "the node's CSI node ID, as NodeGetInfo answers it (default: the host name)")

@@ -62,11 +62,8 @@ func ledgerStoreFlag(cmd *cobra.Command, store *string, name, what string) {
 
 func newLedgerExportCommand() *cobra.Command {
 	var store, output string
-	cmd := &cobra.Command{
-		Use:   "export --store STORE [-o FILE]",
-		Short: "Write the ledger's records as JSON to stdout or a file",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := subcommand("export --store STORE [-o FILE]", "Write the ledger's records as JSON to stdout or a file", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			s, err := openLedgerStore("--store", store, true)
 			if err != nil {
 				return err
@@ -81,8 +78,7 @@ func newLedgerExportCommand() *cobra.Command {
 			}
 			printSummary(cmd.ErrOrStderr(), "exported", d)
 			return nil
-		},
-	}
+		})
 	ledgerStoreFlag(cmd, &store, "store", "the ledger to export")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default stdout); written whole or not at all")
 	return cmd
@@ -91,11 +87,8 @@ func newLedgerExportCommand() *cobra.Command {
 func newLedgerImportCommand() *cobra.Command {
 	var store string
 	var merge bool
-	cmd := &cobra.Command{
-		Use:   "import --store STORE [--merge] FILE",
-		Short: "Record an export's objects in a ledger (FILE - reads stdin)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	cmd := subcommand("import --store STORE [--merge] FILE", "Record an export's objects in a ledger (FILE - reads stdin)", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) error {
 			d, err := readDumpFile(cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
@@ -113,8 +106,7 @@ func newLedgerImportCommand() *cobra.Command {
 			}
 			printSummary(cmd.ErrOrStderr(), "imported", d)
 			return nil
-		},
-	}
+		})
 	ledgerStoreFlag(cmd, &store, "store", "the ledger to import into")
 	cmd.Flags().BoolVar(&merge, "merge", false, "add the records to a ledger that holds some (objects of another tenant are refused)")
 	return cmd
@@ -122,14 +114,10 @@ func newLedgerImportCommand() *cobra.Command {
 
 func newLedgerMigrateCommand() *cobra.Command {
 	var from, to string
-	cmd := &cobra.Command{
-		Use:   "migrate --from STORE --to STORE",
-		Short: "Copy a ledger into an empty store and verify the copy (counts and SHA-256)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+	cmd := subcommand("migrate --from STORE --to STORE", "Copy a ledger into an empty store and verify the copy (counts and SHA-256)", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
 			return migrateLedger(cmd.Context(), cmd.OutOrStdout(), from, to)
-		},
-	}
+		})
 	ledgerStoreFlag(cmd, &from, "from", "the ledger to copy")
 	ledgerStoreFlag(cmd, &to, "to", "the store to copy it into, empty")
 	return cmd

@@ -55,16 +55,9 @@ type tapOptions struct {
 
 func newTapCommand() *cobra.Command {
 	o := &tapOptions{}
-	cmd := &cobra.Command{
-		Use:     "tap [flags]",
-		Short:   "Stream the calls a running gateway answers, live, from its admin endpoint",
-		Long:    tapLong,
-		Example: tapExample,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return finishTap(cmd, o.run(cmd))
-		},
-	}
+	cmd := subcommand("tap [flags]", "Stream the calls a running gateway answers, live, from its admin endpoint", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error { return finishUsage(cmd, "tap", o.run(cmd)) })
+	cmd.Long, cmd.Example = tapLong, tapExample
 	f := cmd.Flags()
 	f.StringVar(&o.admin, "admin", "", "host:port of the gateway's admin endpoint (default $CSIGW_ADMIN_LISTEN, else "+defaultAdmin+")")
 	f.StringVar(&o.method, "method", "", "only this method: short or full name, or a glob such as Node*")
@@ -73,18 +66,8 @@ func newTapCommand() *cobra.Command {
 	f.StringVar(&o.backend, "backend", "", "only calls routed to this backend")
 	f.StringVarP(&o.output, "output", "o", "table", "table (for a terminal) or json (one object per line, as received)")
 	f.IntVar(&o.count, "count", 0, "exit after this many records (0: run until Ctrl-C)")
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return finishTap(c, usageError{err.Error()}) })
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return finishUsage(c, "tap", usageError{err.Error()}) })
 	return cmd
-}
-
-// finishTap prints a usage error on stderr and returns exitUsage; other errors pass through.
-func finishTap(cmd *cobra.Command, err error) error {
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "csi-gateway tap: %s\n", ue.msg)
-		return exitError{code: exitUsage}
-	}
-	return err
 }
 
 func (o *tapOptions) run(cmd *cobra.Command) error {
