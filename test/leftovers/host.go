@@ -14,6 +14,22 @@ type host struct {
 
 func (h host) path(p string) string { return filepath.Join(h.root, p) }
 
+// readDir lists dir below the host's root and keeps what read makes of each entry's name;
+// read answers false for an entry that is not one of T (a /proc entry that is no PID).
+func readDir[T any](h host, dir string, read func(name string) (T, bool)) ([]T, error) {
+	entries, err := os.ReadDir(h.path(dir))
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, e := range entries {
+		if v, ok := read(e.Name()); ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
 // machine is what the checker looks at, read at one moment.
 type machine struct {
 	processes []process

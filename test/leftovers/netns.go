@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"syscall"
 )
 
@@ -19,21 +18,16 @@ func (n netnsName) String() string {
 }
 
 func (h host) readNetnsNames() ([]netnsName, error) {
-	entries, err := os.ReadDir(h.path("run/netns"))
+	out, err := readDir(h, "run/netns", func(name string) (netnsName, bool) {
+		n := netnsName{name: name}
+		var st syscall.Stat_t
+		if syscall.Stat(h.path("run/netns/"+name), &st) == nil && st.Ino != 0 {
+			n.netns = fmt.Sprintf("net:[%d]", st.Ino)
+		}
+		return n, true
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	var out []netnsName
-	for _, e := range entries {
-		n := netnsName{name: e.Name()}
-		var st syscall.Stat_t
-		if syscall.Stat(h.path("run/netns/"+e.Name()), &st) == nil && st.Ino != 0 {
-			n.netns = fmt.Sprintf("net:[%d]", st.Ino)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return out, err
 }

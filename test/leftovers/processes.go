@@ -42,21 +42,13 @@ func (p process) String() string {
 }
 
 func (h host) readProcesses() ([]process, error) {
-	entries, err := os.ReadDir(h.path("proc"))
-	if err != nil {
-		return nil, err
-	}
-	var out []process
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	return readDir(h, "proc", func(name string) (process, bool) {
+		pid, err := strconv.Atoi(name)
 		if err != nil {
-			continue
+			return process{}, false
 		}
-		if p, ok := h.readProcess(pid); ok {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+		return h.readProcess(pid)
+	})
 }
 
 // readProcess reads one process; false when it is gone (or its stat cannot be parsed).
