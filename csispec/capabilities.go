@@ -2,6 +2,7 @@ package csispec
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
@@ -83,6 +84,17 @@ func (rpc capRPC) read(m proto.Message) CapSet {
 		s[int32(h.Get(h.Descriptor().Fields().ByName("type")).Enum())] = true
 	}
 	return s
+}
+
+// capName is the name the answer's enum gives capability n, as the enum's String method
+// spells it (its number when the enum has no such value).
+func (rpc capRPC) capName(n int32) string {
+	capability := rpc.newMsg().ProtoReflect().Descriptor().Fields().ByName("capabilities").Message()
+	enum := capability.Fields().ByName(rpc.holder).Message().Fields().ByName("type").Enum()
+	if v := enum.Values().ByNumber(protoreflect.EnumNumber(n)); v != nil {
+		return string(v.Name())
+	}
+	return strconv.Itoa(int(n))
 }
 
 // Method is the full method name of the RPC that fetches the set of kind k.

@@ -7,8 +7,6 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
 // CapRef names one capability of one kind.
@@ -18,24 +16,8 @@ type CapRef struct {
 }
 
 func (r CapRef) String() string {
-	var name string
-	switch r.Kind {
-	case PluginCaps:
-		name = csi.PluginCapability_Service_Type(r.Cap).String()
-	case ControllerCaps:
-		name = csi.ControllerServiceCapability_RPC_Type(r.Cap).String()
-	case NodeCaps:
-		name = csi.NodeServiceCapability_RPC_Type(r.Cap).String()
-	case GroupCaps:
-		name = csi.GroupControllerServiceCapability_RPC_Type(r.Cap).String()
-	case V0PluginCaps:
-		name = csiv0.PluginCapability_Service_Type(r.Cap).String()
-	case V0ControllerCaps:
-		name = csiv0.ControllerServiceCapability_RPC_Type(r.Cap).String()
-	case V0NodeCaps:
-		name = csiv0.NodeServiceCapability_RPC_Type(r.Cap).String()
-	}
-	return capRPCs[r.Kind].name + " " + name
+	rpc := capRPCs[r.Kind]
+	return rpc.name + " " + rpc.capName(r.Cap)
 }
 
 // ControllerCap, NodeCap, PluginCap and GroupCap name a capability of each kind.
