@@ -12,6 +12,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/csispec"
+	"github.com/csi-gateway/csi-gateway/internal/choice"
 )
 
 // ValidationMode says what the gateway does with a call that breaks a rule of the CSI spec
@@ -32,23 +33,13 @@ const (
 
 // ParseValidationMode reads a mode as written in the configuration; "" means enforce.
 func ParseValidationMode(s string) (ValidationMode, error) {
-	switch m := ValidationMode(strings.ToLower(strings.TrimSpace(s))); m {
-	case "":
-		return ValidationEnforce, nil
-	case ValidationEnforce, ValidationWarn, ValidationOff:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown validation mode %q; use enforce, warn or off", s)
+	return choice.Parse(s, "validation mode", ValidationEnforce, ValidationEnforce, ValidationWarn, ValidationOff)
 }
 
 // UnmarshalText parses the validation key (see ParseValidationMode), so that the
 // configuration holds a ValidationMode, read once.
 func (m *ValidationMode) UnmarshalText(text []byte) error {
-	v, err := ParseValidationMode(string(text))
-	if err == nil {
-		*m = v
-	}
-	return err
+	return choice.Set(m, text, ParseValidationMode)
 }
 
 // validate checks every call of a known CSI or VolumeGroup method against the spec's rules

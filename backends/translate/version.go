@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/csi-gateway/csi-gateway/internal/choice"
 )
 
 // Version is the CSI version a backend speaks (a grpc backend's csiVersion).
@@ -24,23 +25,11 @@ const (
 
 // ParseVersion reads a csiVersion as written in the configuration; "" is Auto.
 func ParseVersion(s string) (Version, error) {
-	switch v := Version(strings.ToLower(strings.TrimSpace(s))); v {
-	case "":
-		return Auto, nil
-	case V1, V0, Auto:
-		return v, nil
-	}
-	return "", fmt.Errorf("unknown CSI version %q; use v1, v0 or auto", s)
+	return choice.Parse(s, "CSI version", Auto, V1, V0, Auto)
 }
 
 // UnmarshalText reads a csiVersion as the configuration decodes it (ParseVersion).
-func (v *Version) UnmarshalText(text []byte) error {
-	p, err := ParseVersion(string(text))
-	if err == nil {
-		*v = p
-	}
-	return err
-}
+func (v *Version) UnmarshalText(text []byte) error { return choice.Set(v, text, ParseVersion) }
 
 // The proto packages of the two versions' services, as full method names start.
 const (
