@@ -199,41 +199,36 @@ build_vendored() {
   (cd "$dir" && GOFLAGS=-mod=vendor timed "$1" "$2" $NICE $GO build -trimpath -ldflags "-s -w -X main.version=$2" -o "$out.tmp" "$4") && mv "$out.tmp" "$out"
 }
 
-# The VolumeSnapshot CRDs of external-snapshotter's client module, as it ships them.
-build_snapshot_crds() {
-  local out=$CACHE/crds/external-snapshotter-$SNAPSHOTTER_VERSION dir
+# build_crds NAME MODULE VERSION COPY: the CRD manifests of a Go module, in
+# $CACHE/crds/NAME-VERSION; COPY writes them there, given the module's directory and that one.
+build_crds() {
+  local out=$CACHE/crds/$1-$3 dir
   [[ -f $out/.ready ]] && return
-  dir=$(modinfo github.com/kubernetes-csi/external-snapshotter/client/v8 "$SNAPSHOTTER_VERSION" Dir)
+  dir=$(modinfo "$2" "$3" Dir)
   mkdir -p "$out"
-  cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$out/"
+  "$4" "$dir" "$out"
   chmod u+w "$out"/*.yaml
   touch "$out/.ready"
 }
+
+# The VolumeSnapshot CRDs of external-snapshotter's client module, as it ships them.
+copy_snapshot_crds() { cp "$1"/config/crd/snapshot.storage.k8s.io_*.yaml "$2/"; }
 
 # cert-manager's CRDs as plain manifests: the module's deploy/crds sources carry Helm
 # markers, in comments and in the label values, which are dropped.
-build_cert_manager_crds() {
-  local out=$CACHE/crds/cert-manager-$CERT_MANAGER_VERSION dir f
-  [[ -f $out/.ready ]] && return
-  dir=$(modinfo github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" Dir)
-  mkdir -p "$out"
+copy_cert_manager_crds() {
+  local f
   for f in certificates issuers clusterissuers; do
-    grep -v "'{{" "$dir/deploy/crds/crd-$f.yaml" >"$out/$f.yaml"
+    grep -v "'{{" "$1/deploy/crds/crd-$f.yaml" >"$2/$f.yaml"
   done
-  touch "$out/.ready"
 }
 
 # The Prometheus Operator's PodMonitor and ServiceMonitor CRDs, as the module ships them.
-build_prometheus_operator_crds() {
-  local out=$CACHE/crds/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION dir f
-  [[ -f $out/.ready ]] && return
-  dir=$(modinfo github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" Dir)
-  mkdir -p "$out"
+copy_prometheus_operator_crds() {
+  local f
   for f in podmonitors servicemonitors; do
-    cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$f.yaml" "$out/$f.yaml"
+    cp "$1/example/prometheus-operator-crd/monitoring.coreos.com_$f.yaml" "$2/$f.yaml"
   done
-  chmod u+w "$out"/*.yaml
-  touch "$out/.ready"
 }
 
 build() {
@@ -244,8 +239,8 @@ build() {
   csi-provisioner) build_copy csi-provisioner github.com/kubernetes-csi/external-provisioner/v5 $PROVISIONER_VERSION github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner ;;
   csi-attacher) build_copy csi-attacher github.com/kubernetes-csi/external-attacher/v4 $ATTACHER_VERSION github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher ;;
   nomad) build_nomad ;;
-  cert-manager-crds) build_cert_manager_crds ;;
-  prometheus-operator-crds) build_prometheus_operator_crds ;;
+  cert-manager-crds) build_crds cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" copy_cert_manager_crds ;;
+  prometheus-operator-crds) build_crds prometheus-operator github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" copy_prometheus_operator_crds ;;
   helm) build_copy helm helm.sh/helm/v3 $HELM_VERSION helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
   mock-driver) build_mock_driver ;;
   v0-mock-driver | v0-sanity) build_csi_test_v0 "$1" ;;
@@ -253,7 +248,7 @@ build() {
   livenessprobe) build_vendored livenessprobe $LIVENESSPROBE_VERSION livenessprobe.tar.gz ./cmd/livenessprobe ;;
   csi-resizer) build_vendored csi-resizer $RESIZER_VERSION external-resizer.tar.gz ./cmd/csi-resizer ;;
   csi-snapshotter | snapshot-controller) build_snapshotter "$1" ;;
-  snapshot-crds) build_snapshot_crds ;;
+  snapshot-crds) build_crds external-snapshotter github.com/kubernetes-csi/external-snapshotter/client/v8 "$SNAPSHOTTER_VERSION" copy_snapshot_crds ;;
   *) echo "build-components.sh: unknown component $1" >&2; return 2 ;;
   esac
 }
