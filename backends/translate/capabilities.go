@@ -2,6 +2,8 @@ package translate
 
 import (
 	csi "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
@@ -92,77 +94,59 @@ const (
 // pluginCapabilitiesToV1 keeps the v0 plugin's services (CONTROLLER_SERVICE,
 // ACCESSIBILITY_CONSTRAINTS).
 func pluginCapabilitiesToV1(r *csiv0.GetPluginCapabilitiesResponse) *csi.GetPluginCapabilitiesResponse {
-	out := &csi.GetPluginCapabilitiesResponse{}
-	for _, c := range r.GetCapabilities() {
-		if t := c.GetService().GetType(); t > 0 && csi.PluginCapability_Service_Type(t) <= lastV0PluginService {
-			out.Capabilities = append(out.Capabilities, &csi.PluginCapability{Type: &csi.PluginCapability_Service_{
-				Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_Type(t)}}})
-		}
-	}
-	return out
+	return capabilitiesAcross(r, &csi.GetPluginCapabilitiesResponse{}, "service", lastV0PluginService.Number())
 }
 
 // pluginCapabilitiesToV0 keeps the v1 backend's services v0 has; volume expansion, group
 // controller and snapshot metadata services do not cross.
 func pluginCapabilitiesToV0(r *csi.GetPluginCapabilitiesResponse) *csiv0.GetPluginCapabilitiesResponse {
-	out := &csiv0.GetPluginCapabilitiesResponse{}
-	for _, c := range r.GetCapabilities() {
-		if t := c.GetService().GetType(); t > 0 && t <= lastV0PluginService {
-			out.Capabilities = append(out.Capabilities, &csiv0.PluginCapability{Type: &csiv0.PluginCapability_Service_{
-				Service: &csiv0.PluginCapability_Service{Type: csiv0.PluginCapability_Service_Type(t)}}})
-		}
-	}
-	return out
+	return capabilitiesAcross(r, &csiv0.GetPluginCapabilitiesResponse{}, "service", lastV0PluginService.Number())
 }
 
 // controllerCapabilitiesToV1 keeps the v0 driver's controller RPCs (v0.3 has six).
 func controllerCapabilitiesToV1(r *csiv0.ControllerGetCapabilitiesResponse) *csi.ControllerGetCapabilitiesResponse {
-	out := &csi.ControllerGetCapabilitiesResponse{}
-	for _, c := range r.GetCapabilities() {
-		if t := c.GetRpc().GetType(); t > 0 && csi.ControllerServiceCapability_RPC_Type(t) <= lastV0ControllerRPC {
-			out.Capabilities = append(out.Capabilities, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
-				Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_Type(t)}}})
-		}
-	}
-	return out
+	return capabilitiesAcross(r, &csi.ControllerGetCapabilitiesResponse{}, "rpc", lastV0ControllerRPC.Number())
 }
 
 // controllerCapabilitiesToV0 keeps the v1 backend's controller RPCs v0 has: clone, expand,
 // readonly publish, published nodes, volume condition, get, modify and the rest do not cross.
 func controllerCapabilitiesToV0(r *csi.ControllerGetCapabilitiesResponse) *csiv0.ControllerGetCapabilitiesResponse {
-	out := &csiv0.ControllerGetCapabilitiesResponse{}
-	for _, c := range r.GetCapabilities() {
-		if t := c.GetRpc().GetType(); t > 0 && t <= lastV0ControllerRPC {
-			out.Capabilities = append(out.Capabilities, &csiv0.ControllerServiceCapability{Type: &csiv0.ControllerServiceCapability_Rpc{
-				Rpc: &csiv0.ControllerServiceCapability_RPC{Type: csiv0.ControllerServiceCapability_RPC_Type(t)}}})
-		}
-	}
-	return out
+	return capabilitiesAcross(r, &csiv0.ControllerGetCapabilitiesResponse{}, "rpc", lastV0ControllerRPC.Number())
 }
 
 // nodeCapabilitiesToV1 keeps STAGE_UNSTAGE_VOLUME, the one node RPC capability of v0.
 func nodeCapabilitiesToV1(r *csiv0.NodeGetCapabilitiesResponse) *csi.NodeGetCapabilitiesResponse {
-	out := &csi.NodeGetCapabilitiesResponse{}
-	for _, c := range r.GetCapabilities() {
-		if t := c.GetRpc().GetType(); t > 0 && csi.NodeServiceCapability_RPC_Type(t) <= lastV0NodeRPC {
-			out.Capabilities = append(out.Capabilities, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
-				Rpc: &csi.NodeServiceCapability_RPC{Type: csi.NodeServiceCapability_RPC_Type(t)}}})
-		}
-	}
-	return out
+	return capabilitiesAcross(r, &csi.NodeGetCapabilitiesResponse{}, "rpc", lastV0NodeRPC.Number())
 }
 
 // nodeCapabilitiesToV0 keeps STAGE_UNSTAGE_VOLUME: volume stats, expansion, condition,
 // single-node multi-writer and mount group do not cross.
 func nodeCapabilitiesToV0(r *csi.NodeGetCapabilitiesResponse) *csiv0.NodeGetCapabilitiesResponse {
-	out := &csiv0.NodeGetCapabilitiesResponse{}
-	for _, c := range r.GetCapabilities() {
-		if t := c.GetRpc().GetType(); t > 0 && t <= lastV0NodeRPC {
-			out.Capabilities = append(out.Capabilities, &csiv0.NodeServiceCapability{Type: &csiv0.NodeServiceCapability_Rpc{
-				Rpc: &csiv0.NodeServiceCapability_RPC{Type: csiv0.NodeServiceCapability_RPC_Type(t)}}})
+	return capabilitiesAcross(r, &csiv0.NodeGetCapabilitiesResponse{}, "rpc", lastV0NodeRPC.Number())
+}
+
+// capabilitiesAcross fills to, a Get*Capabilities answer of one version, with the
+// capabilities of from, the same answer of the other version, whose type is 1 to last (the
+// values both versions' enums give the same meaning); others are dropped. Both versions
+// write every such answer as capabilities[].{holder}.type, holder "service" or "rpc".
+func capabilitiesAcross[T proto.Message](from proto.Message, to T, holder protoreflect.Name, last protoreflect.EnumNumber) T {
+	src, dst := from.ProtoReflect(), to.ProtoReflect()
+	srcCaps := src.Get(src.Descriptor().Fields().ByName("capabilities")).List()
+	dstField := dst.Descriptor().Fields().ByName("capabilities")
+	for i := range srcCaps.Len() {
+		c := srcCaps.Get(i).Message()
+		h := c.Get(c.Descriptor().Fields().ByName(holder)).Message()
+		t := h.Get(h.Descriptor().Fields().ByName("type")).Enum()
+		if t <= 0 || t > last {
+			continue
 		}
+		out := dst.Mutable(dstField).List()
+		dc := out.NewElement().Message()
+		dh := dc.Mutable(dc.Descriptor().Fields().ByName(holder)).Message()
+		dh.Set(dh.Descriptor().Fields().ByName("type"), protoreflect.ValueOfEnum(t))
+		out.Append(protoreflect.ValueOfMessage(dc))
 	}
-	return out
+	return to
 }
 
 // Topology has the same shape in both versions.
