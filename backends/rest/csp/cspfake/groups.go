@@ -143,32 +143,30 @@ func (f *Fake) createSnapshotGroup(q *request) reply {
 	if problem := r.problem("name", "volume_group_id"); problem != "" {
 		return f.badRequest("%s", problem)
 	}
-	g := f.volumeGroups[groupID]
-	if g == nil {
-		return f.notFound("volume group %s not found", groupID)
-	}
-	for _, sg := range f.snapshotGroups {
-		if sg.groupID == groupID && sg.name == name {
-			return f.conflict("volume group %s already has a snapshot group named %s", g.name, name)
+	return withRecordOr(f.notFound, f, groupID, volumeGroupRecord, func(g *volumeGroup) reply {
+		for _, sg := range f.snapshotGroups {
+			if sg.groupID == groupID && sg.name == name {
+				return f.conflict("volume group %s already has a snapshot group named %s", g.name, name)
+			}
 		}
-	}
-	members := f.members(groupID)
-	if len(members) == 0 {
-		return f.badRequest("volume group %s has no volumes", g.name)
-	}
-	for _, v := range members {
-		if f.snapshotByName(v.id, name) != nil {
-			return f.conflict("volume %s already has a snapshot named %s", v.name, name)
+		members := f.members(groupID)
+		if len(members) == 0 {
+			return f.badRequest("volume group %s has no volumes", g.name)
 		}
-	}
-	config["is_complete"] = true
-	sg := &snapshotGroup{seq: f.nextSeq(), id: hexID(), name: name, groupID: groupID, config: config, created: time.Now()}
-	for _, v := range members {
-		s := f.newSnapshot(v, name, "member of snapshot group "+name, map[string]any{})
-		sg.snapshotIDs = append(sg.snapshotIDs, s.id)
-	}
-	f.snapshotGroups[sg.id] = sg
-	return ok(f.snapshotGroupJSON(sg))
+		for _, v := range members {
+			if f.snapshotByName(v.id, name) != nil {
+				return f.conflict("volume %s already has a snapshot named %s", v.name, name)
+			}
+		}
+		config["is_complete"] = true
+		sg := &snapshotGroup{seq: f.nextSeq(), id: hexID(), name: name, groupID: groupID, config: config, created: time.Now()}
+		for _, v := range members {
+			s := f.newSnapshot(v, name, "member of snapshot group "+name, map[string]any{})
+			sg.snapshotIDs = append(sg.snapshotIDs, s.id)
+		}
+		f.snapshotGroups[sg.id] = sg
+		return ok(f.snapshotGroupJSON(sg))
+	})
 }
 
 // listSnapshotGroups is GET /snapshot_groups?volume_group_id= (400 without it, 404 for an

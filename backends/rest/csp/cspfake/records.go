@@ -41,16 +41,17 @@ func getRecord[T any](k recordKind[T]) func(*Fake, *request) reply {
 // withRecord answers with handle of the record of kind k that the path's {id} names, or
 // with a 404 (notFound) when there is none.
 func withRecord[T any](f *Fake, q *request, k recordKind[T], handle func(*T) reply) reply {
-	return withRecordOr(f.notFound, f, q, k, handle)
+	return withRecordOr(f.notFound, f, q.param("id"), k, handle)
 }
 
 // withDeletedRecord is withRecord for a DELETE, whose 404 is notFoundDelete's.
 func withDeletedRecord[T any](f *Fake, q *request, k recordKind[T], handle func(*T) reply) reply {
-	return withRecordOr(f.notFoundDelete, f, q, k, handle)
+	return withRecordOr(f.notFoundDelete, f, q.param("id"), k, handle)
 }
 
-func withRecordOr[T any](missing func(format string, args ...any) reply, f *Fake, q *request, k recordKind[T], handle func(*T) reply) reply {
-	id := q.param("id")
+// withRecordOr answers with handle of the record of kind k whose ID is id (the path's, or
+// the parent a create's body names), or with missing's 404 when there is none.
+func withRecordOr[T any](missing func(format string, args ...any) reply, f *Fake, id string, k recordKind[T], handle func(*T) reply) reply {
 	r := k.find(f, id)
 	if r == nil {
 		return missing(k.missing, id)

@@ -125,17 +125,15 @@ func (f *Fake) createSnapshot(q *request) reply {
 	if problem := r.problem("name", "volume_id"); problem != "" {
 		return f.badRequest("%s", problem)
 	}
-	v := f.volumes[volumeID]
-	if v == nil {
-		return f.notFound("Volume with id %s not found.", volumeID)
-	}
-	if s := f.snapshotByName(volumeID, name); s != nil {
-		if f.truenas() {
-			return ok(f.snapshotJSON(s, false))
+	return withRecordOr(f.notFound, f, volumeID, volumeRecord, func(v *volume) reply {
+		if s := f.snapshotByName(volumeID, name); s != nil {
+			if f.truenas() {
+				return ok(f.snapshotJSON(s, false))
+			}
+			return f.conflict("volume %s already has a snapshot named %s", v.name, name)
 		}
-		return f.conflict("volume %s already has a snapshot named %s", v.name, name)
-	}
-	return ok(f.snapshotJSON(f.newSnapshot(v, name, description, config), false))
+		return ok(f.snapshotJSON(f.newSnapshot(v, name, description, config), false))
+	})
 }
 
 // listSnapshots is GET /snapshots?volume_id=&name=&mode=. The spec and hpe profiles
