@@ -390,24 +390,30 @@ func nodeCgroupDirs() []string {
 // removeNodeCgroups removes the node's cgroups, deepest first (empty by now).
 func removeNodeCgroups(e *env) {
 	for _, dir := range nodeCgroupDirs() {
-		var dirs []string
-		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
+		removeCgroupTree(e, dir)
+	}
+}
+
+// removeCgroupTree removes the cgroup dir and those below it, deepest first: their processes
+// are gone by now, or a moment later (a killed process leaves its cgroup late).
+func removeCgroupTree(e *env, dir string) {
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		var err error
+		for try := 0; try < 20; try++ {
+			if err = syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
 			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			var err error
-			for try := 0; try < 20; try++ { // a killed process leaves its cgroup a moment later
-				if err = syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, os.ErrNotExist) {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				e.t.Errorf("cleanup: rmdir %s: %v", dirs[i], err)
-			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.t.Errorf("cleanup: rmdir %s: %v", dirs[i], err)
 		}
 	}
 }

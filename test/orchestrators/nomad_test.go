@@ -49,6 +49,8 @@ plugin "raw_exec" {
   config { enabled = true }
 }
 `, n.data, httpPort, rpcPort, serfPort))
+	// Registered before the agent's own clean-up, so it runs after the agent is stopped.
+	e.t.Cleanup(removeNomadCgroups(e))
 	n.agent = e.start("nomad", nil, n.bin, "agent", "-dev", "-config", cfg, "-network-interface", "lo")
 	e.eventually(90*time.Second, "the Nomad node to be ready with raw_exec and exec", func() (bool, string) {
 		if done, err := n.agent.exited(); done {
@@ -282,4 +284,37 @@ func (n *nomad) testNomadLifecycle(s *stack) {
 func (n *nomad) allocLogs() []string {
 	dirs, _ := filepath.Glob(filepath.Join(n.data, "alloc", "*", "alloc", "logs"))
 	return dirs
+}
+
+// nomadCgroups lists the cgroups a Nomad client makes for its allocations' tasks (cgroup v1:
+// /sys/fs/cgroup/<controller>/nomad/<alloc>.<task>; v2: /sys/fs/cgroup/nomad.slice/…), and
+// the parents it makes them in.
+func nomadCgroups() []string {
+	var out []string
+	for _, glob := range []string{"/sys/fs/cgroup/*/nomad", "/sys/fs/cgroup/*/nomad/*", "/sys/fs/cgroup/nomad.slice", "/sys/fs/cgroup/nomad.slice/*"} {
+		m, _ := filepath.Glob(glob)
+		for _, d := range m {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// removeNomadCgroups notes the Nomad cgroups there are now and returns the clean-up that
+// removes those made since: the agent leaves its allocations' cgroups behind when it stops.
+func removeNomadCgroups(e *env) func() {
+	before := map[string]bool{}
+	for _, d := range nomadCgroups() {
+		before[d] = true
+	}
+	return func() {
+		made := nomadCgroups()
+		for i := len(made) - 1; i >= 0; i-- { // children before their parent
+			if !before[made[i]] {
+				removeCgroupTree(e, made[i])
+			}
+		}
+	}
 }
