@@ -35,8 +35,12 @@ type Held struct {
 	// HolderGone: the replica (or process) that started it has stopped; the lock lasts until
 	// Deadline, as long as its backend call may still be running.
 	HolderGone bool
-	// Deadline is when the lock ends at the latest (zero: when its replica's lease expires).
+	// Deadline is when the backend call of the operation in flight ends at the latest (zero:
+	// it has none).
 	Deadline time.Time
+	// Ends is when the lock ends at the latest, whatever becomes of its holder: Deadline and
+	// what the store's lock may outlive its call by (zero: not known).
+	Ends time.Time
 
 	// wait returns when the lock may have changed, or ctx has ended.
 	wait func(ctx context.Context) error
@@ -69,18 +73,24 @@ type inFlight struct {
 }
 
 // heldBy is the refusal of op by the conflicting operations in flight (nil if there are
-// none); wait returns when they may have changed.
-func heldBy(op Operation, flights []inFlight, wait func(ctx context.Context) error) *Held {
+// none); linger is how long after its call's deadline the store's lock may last (a lease's
+// expiry, a TTL's rounding); wait returns when they may have changed.
+func heldBy(op Operation, flights []inFlight, linger time.Duration, wait func(ctx context.Context) error) *Held {
 	if len(flights) == 0 {
 		return nil
 	}
 	h := &Held{Method: flights[0].Method, Scope: flights[0].Scope, Identical: true, HolderGone: true, wait: wait}
+	noDeadline := false
 	for _, f := range flights {
+		noDeadline = noDeadline || f.Deadline.IsZero()
 		h.Identical = h.Identical && f.Identity == op.Identity
 		h.HolderGone = h.HolderGone && !f.alive
 		if f.Deadline.After(h.Deadline) {
 			h.Deadline = f.Deadline
 		}
+	}
+	if !noDeadline {
+		h.Ends = h.Deadline.Add(linger)
 	}
 	return h
 }
@@ -98,11 +108,13 @@ type opLocker interface {
 //
 // While an identical operation holds the lock, it waits for that one to end and then takes
 // the lock (the caller then makes its own call, which the ended one has made idempotent: a
-// create of the same name finds the volume). It waits only if the lock can end before ctx's
-// deadline: an identical operation of a replica that stopped, whose deadline is later than
-// ctx's, is refused at once. A different operation is refused at once. A refusal is a *Held;
-// waited says whether it waited. An error of the store is UNAVAILABLE, naming the store; an
-// operation whose ctx ends while it waits gets ctx's error.
+// create of the same name finds the volume). It waits only if the lock's whole possible life
+// (its call's deadline, and what the lock may outlive it by should its holder die) ends
+// before ctx's deadline less the margin of a request (beforeDeadline): otherwise it is
+// refused at once, rather than waiting and then running out of time. A wait lasts until
+// that margin at the latest, and is then refused too. A different operation is refused at
+// once. A refusal is a *Held; waited says whether it waited. An error of the store is
+// UNAVAILABLE, naming the store; an operation whose ctx ends while it waits gets ctx's error.
 func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func(), waited bool, err error) {
 	for {
 		unlock, held, err := l.store.tryLock(ctx, op)
@@ -117,21 +129,36 @@ func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func()
 			return nil, waited, held
 		}
 		waited = true
-		if err := held.wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil, waited, ctx.Err()
-			}
+		switch stillHeld, err := held.waitWithin(ctx); {
+		case ctx.Err() != nil:
+			return nil, waited, ctx.Err()
+		case stillHeld:
+			return nil, waited, held
+		case err != nil:
 			return nil, waited, ledgerError(err)
 		}
 	}
 }
 
-// canEndWithin reports whether the lock may end before ctx's deadline: its holder is alive
-// (its call may end at any moment), or its deadline comes first.
+// canEndWithin reports whether the lock ends at the latest before ctx's deadline less the
+// margin (or its end is not known).
 func (h *Held) canEndWithin(ctx context.Context) bool {
-	if !h.HolderGone || h.Deadline.IsZero() {
+	if h.Ends.IsZero() {
 		return true
 	}
-	dl, ok := ctx.Deadline()
-	return !ok || !dl.Before(h.Deadline)
+	d, ok := beforeDeadline(ctx)
+	return !ok || time.Until(h.Ends) <= d
+}
+
+// waitWithin waits for the lock to change until the margin before ctx's deadline at the
+// latest: stillHeld says it waited until then.
+func (h *Held) waitWithin(ctx context.Context) (stillHeld bool, err error) {
+	wctx := ctx
+	if d, ok := beforeDeadline(ctx); ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, max(d, 0))
+		defer cancel()
+	}
+	err = h.wait(wctx)
+	return err != nil && wctx.Err() != nil && ctx.Err() == nil, err
 }

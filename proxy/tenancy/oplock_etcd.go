@@ -88,10 +88,12 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		if until != 0 {
 			ops = append(ops, clientv3.OpPut(name+"until", string(value), clientv3.WithLease(until)))
 		}
-		tctx, cancel := s.requestContext(ctx)
-		resp, err := s.client.Txn(tctx).If(s.freeOf(op)...).Then(ops...).
-			Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix())).Commit()
-		cancel()
+		var resp *clientv3.TxnResponse
+		err = s.request(ctx, func(ctx context.Context) (err error) {
+			resp, err = s.client.Txn(ctx).If(s.freeOf(op)...).Then(ops...).
+				Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix())).Commit()
+			return err
+		})
 		if err != nil || !resp.Succeeded {
 			s.revokeLater(until)
 		}
@@ -100,7 +102,7 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 			s.dropLease(lease) // expired while this replica was cut off: take a new one
 			continue
 		case err != nil:
-			return nil, nil, s.fail(err)
+			return nil, nil, err
 		case resp.Succeeded:
 			return func() { s.unlock(ctx, name, until) }, nil, nil
 		}
@@ -119,11 +121,12 @@ func (s *etcdStore) grantUntil(ctx context.Context, deadline time.Time) (clientv
 		return 0, nil
 	}
 	ttl := time.Until(deadline) + untilSlack
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	resp, err := s.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
-	if err != nil {
-		return 0, s.fail(err)
+	var resp *clientv3.LeaseGrantResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+		return err
+	}); err != nil {
+		return 0, err
 	}
 	return resp.ID, nil
 }
@@ -196,7 +199,10 @@ func (s *etcdStore) heldBy(op Operation, kvs []*mvccpb.KeyValue, rev int64) (*He
 		}
 		flights[n].alive = flights[n].alive || role == "holder"
 	}
-	return heldBy(op, flights, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
+	// A lock outlives its call by the "until" lease's slack and rounding, or by the holder's
+	// lease's TTL should its replica die.
+	linger := untilSlack + max(time.Second, s.ttl)
+	return heldBy(op, flights, linger, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
 }
 
 // watchChange returns at the first change under prefix after rev, or when ctx ends. A watch

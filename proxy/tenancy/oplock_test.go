@@ -66,7 +66,7 @@ func testLockConflicts(t *testing.T, open opener) {
 }
 
 // testLockIdenticalWaits: an identical operation waits while the lock is held, and takes it
-// when the first one unlocks.
+// when the first one unlocks; one that cannot outwait the lock is refused at once.
 func testLockIdenticalWaits(t *testing.T, open opener) {
 	l := open(t, nil)
 	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
@@ -86,11 +86,15 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 		t.Fatalf("the identical operation did not wait: %+v", r)
 	case <-time.After(200 * time.Millisecond):
 	}
-	// A waiter whose context ends stops waiting with its context's error.
-	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// A waiter whose deadline comes before the lock can end is refused at once; one whose
+	// context is cancelled while it waits stops waiting with its context's error.
+	short, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if _, waited, err := l.LockOperation(short, op); !waited || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("a waiter whose deadline passes: waited %v, %v; want context.DeadlineExceeded", waited, err)
+	refused(t, l, short, op)
+	gone, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if _, waited, err := l.LockOperation(gone, op); !waited || !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiter whose caller goes away: waited %v, %v; want context.Canceled", waited, err)
 	}
 	unlock()
 	r := <-got
@@ -205,4 +209,52 @@ func testDeadReplicasLockLastsItsLease(t *testing.T, cluster *testutil.EtcdClust
 		t.Fatalf("an identical operation: waited %v, %v; want it to wait for the dead replica's lease", waited, err)
 	}
 	unlock()
+}
+
+// testLockRefusesWhatItCannotOutwait: an identical operation waits for one in flight only if
+// the lock's whole possible life (the call's deadline, the "until" lease's slack and the
+// holder's lease, should its replica die just before the deadline) ends before its own
+// deadline less the margin: one whose deadline comes within that is refused at once, naming
+// the operation in flight, rather than waiting and then running out of time (the chaos test's
+// retries did); one with time to spare waits, and takes the lock when the first one ends.
+func testLockRefusesWhatItCannotOutwait(t *testing.T, cluster *testutil.EtcdCluster) {
+	prefix := "/" + t.Name() + "/"
+	const ttl = 3 * time.Second
+	tune := func(c *EtcdConfig) { c.LeaseTTL = ttl }
+	a := openEtcdLedger(t, cluster, prefix, nil, tune)
+	b := openEtcdLedger(t, cluster, prefix, nil, tune)
+	deadline := time.Now().Add(time.Minute)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)
+	unlock := lockOrFail(t, a, op)
+
+	soon, cancel := context.WithDeadline(t.Context(), deadline.Add(ttl))
+	defer cancel()
+	held := refused(t, b, soon, op)
+	if !held.Identical || held.HolderGone || !held.Ends.Equal(deadline.Add(untilSlack+ttl)) {
+		t.Errorf("refusal: %+v; want the live identical CreateVolume, ending at the latest %s after its deadline", held, untilSlack+ttl)
+	}
+
+	later, cancel := context.WithDeadline(t.Context(), deadline.Add(time.Minute))
+	defer cancel()
+	type result struct {
+		unlock func()
+		waited bool
+		err    error
+	}
+	var seen observed
+	b.Observe(&seen)
+	got := make(chan result, 1)
+	go func() {
+		u, waited, err := b.LockOperation(later, op)
+		got <- result{u, waited, err}
+	}()
+	for requests, _ := seen.counts(); requests["Txn"] == 0; requests, _ = seen.counts() {
+		time.Sleep(10 * time.Millisecond) // until its lock was refused: it waits (from that revision on)
+	}
+	unlock()
+	r := <-got
+	if r.err != nil || !r.waited {
+		t.Fatalf("an identical operation with time to spare: waited %v, %v; want it to wait and take the lock", r.waited, r.err)
+	}
+	r.unlock()
 }

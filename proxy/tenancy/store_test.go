@@ -74,6 +74,7 @@ func TestLedgerStores(t *testing.T) {
 			t.Run(b.name, func(t *testing.T) { b.test(t, fresh(t)) })
 		}
 		t.Run("DeadReplicasLockLastsItsLease", func(t *testing.T) { testDeadReplicasLockLastsItsLease(t, cluster) })
+		t.Run("LockRefusesWhatItCannotOutwait", func(t *testing.T) { testLockRefusesWhatItCannotOutwait(t, cluster) })
 	})
 }
 
