@@ -14,7 +14,7 @@ import (
 
 // etcdHealth is what a store knows of etcd's quorum from its own requests. A request that
 // etcd did not answer within its request timeout (or answered that it has no leader) marks
-// etcd down; from then on one request at a time goes to etcd, as a probe, and every other
+// etcd down (a member that cannot be reached does not: the client goes to another); from then on one request at a time goes to etcd, as a probe, and every other
 // fails at once, naming etcd, rather than each step of each call spending a request timeout
 // of its own on an etcd without quorum. The first request that etcd answers clears it.
 type etcdHealth struct {
@@ -41,8 +41,8 @@ func (h *etcdHealth) admit() (probe bool, err error) {
 }
 
 // done is told how an admitted request ended. telling is false when the end says nothing
-// of etcd: the caller's own end, or a request given less than a request timeout that ran
-// out of it.
+// of etcd's quorum: the caller's own end, a request given less than a request timeout that
+// ran out of it, a member that could not be reached.
 func (h *etcdHealth) done(probe bool, err error, telling bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -50,7 +50,7 @@ func (h *etcdHealth) done(probe bool, err error, telling bool) {
 		h.probing = false
 	}
 	switch {
-	case !telling:
+	case !telling || memberUnreachable(err):
 	case err == nil || !quorumLost(err):
 		h.down = nil // etcd answered (an error of its own says it is there too)
 	case h.down == nil:
@@ -59,18 +59,17 @@ func (h *etcdHealth) done(probe bool, err error, telling bool) {
 }
 
 // quorumLost reports whether a request's error says etcd may have no quorum: it did not
-// answer in time, could not be reached, or has no leader.
+// answer in time, or has no leader.
 func quorumLost(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
-		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
-		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.DeadlineExceeded, codes.Unavailable:
-		return true
-	}
-	return false
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded ||
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
+}
+
+// memberUnreachable reports whether a request failed on its way to a member (a member
+// stopped or restarting): that says nothing of the quorum.
+func memberUnreachable(err error) bool {
+	return !errors.Is(err, rpctypes.ErrNoLeader) && status.Code(err) == codes.Unavailable
 }
 
 // request makes one request to etcd (do, with its bounded context) through the store's

@@ -15,8 +15,9 @@ import (
 
 // TestEtcdHealthStates: a request that ran out of a whole request timeout marks etcd down;
 // then one request at a time goes as the probe and the others are refused at once; a probe
-// that fails keeps it down, the first answer clears it. An end that says nothing of etcd
-// (the caller's own, a shortened request's timeout) changes nothing.
+// that fails keeps it down, the first answer clears it. An end that says nothing of the
+// quorum (the caller's own, a shortened request's timeout, a member unreachable) changes
+// nothing.
 func TestEtcdHealthStates(t *testing.T) {
 	var h etcdHealth
 	timedOut := context.DeadlineExceeded
@@ -30,12 +31,15 @@ func TestEtcdHealthStates(t *testing.T) {
 	}
 	h.done(step("up", false, false), timedOut, false) // a shortened request's timeout
 	h.done(step("still up", false, false), status.Error(codes.Canceled, "gone"), true)
+	h.done(step("still up", false, false), status.Error(codes.Unavailable, "connection refused"), true) // one member
 	h.done(step("still up", false, false), timedOut, true)
 	probe := step("down: the probe", true, false)
 	step("down, probe in flight", false, true)
 	h.done(probe, timedOut, true)
 	probe = step("down: the next probe", true, false)
 	h.done(probe, timedOut, false) // its caller ended: says nothing
+	probe = step("down: still", true, false)
+	h.done(probe, status.Error(codes.Unavailable, "connection refused"), true) // nor does one member
 	probe = step("down: a probe again", true, false)
 	h.done(probe, nil, true)
 	step("back up", false, false)

@@ -106,8 +106,8 @@ func (l *chaosLoad) checkAnswers(t *testing.T, unavailableNames string) (slowest
 func (l *chaosLoad) logDeadlines(t *testing.T) {
 	seen := map[string]int{}
 	for _, c := range l.calls {
-		if c.code == codes.DeadlineExceeded {
-			seen[c.method+": "+c.message+" after "+c.took.Round(time.Second).String()]++
+		if c.code == codes.DeadlineExceeded || c.code == codes.Unavailable {
+			seen[c.code.String()+" "+c.method+": "+c.message+" after "+c.took.Round(time.Second).String()]++
 		}
 	}
 	for m, n := range seen {
