@@ -147,12 +147,9 @@ func (s *etcdStore) revokeLater(id clientv3.LeaseID) {
 // unlock deletes an operation's keys; keys it cannot delete (etcd unreachable) are deleted
 // at the replica's next lock or hold ("holder" goes with the lease at the latest, "until" at
 // the deadline). The operation's call (ctx: its deadline) waits for it until the margin
-// before its deadline at the latest (beforeDeadline); the delete goes on without it, so that a call whose
-// answer is ready is not held past its deadline by an etcd that does not answer.
+// before its deadline at the latest (awaitWithin).
 func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.LeaseID) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	awaitWithin(ctx, func() {
 		keys := []string{name + "holder", name + "until"}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		defer cancel()
@@ -162,17 +159,7 @@ func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.Leas
 			s.mu.Unlock()
 		}
 		s.revokeLater(until)
-	}()
-	var late <-chan time.Time
-	if d, ok := beforeDeadline(ctx); ok {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		late = t.C
-	}
-	select {
-	case <-done:
-	case <-late:
-	}
+	})
 }
 
 // heldBy describes the operations in flight (kvs, read at rev) that conflict with op, or

@@ -199,6 +199,28 @@ func beforeDeadline(ctx context.Context) (d time.Duration, ok bool) {
 	return left - min(requestMargin, left/10), true
 }
 
+// awaitWithin runs do and waits for it until the margin before ctx's deadline at the latest
+// (beforeDeadline; for as long as it takes without a deadline): do goes on without the call,
+// so that a call whose answer is ready is not held past its deadline by an etcd that does
+// not answer a step that need not delay it (giving a lock or a hold back).
+func awaitWithin(ctx context.Context, do func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		do()
+	}()
+	var late <-chan time.Time
+	if d, ok := beforeDeadline(ctx); ok {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		late = t.C
+	}
+	select {
+	case <-done:
+	case <-late:
+	}
+}
+
 // ready makes a linearizable read, which needs a leader and a quorum's answer.
 func (s *etcdStore) ready(ctx context.Context) error {
 	return s.request(ctx, func(ctx context.Context) error {
