@@ -186,7 +186,7 @@ func (s *etcdStore) fail(err error) error {
 // time left, when that is less): a step that etcd does not answer fails (UNAVAILABLE, naming
 // etcd) while the caller still waits for its answer, rather than at the deadline itself,
 // where the caller sees only DEADLINE_EXCEEDED.
-const requestMargin = 250 * time.Millisecond
+const requestMargin = time.Second
 
 // beforeDeadline is how long a request to etcd (or a wait for one) may take within ctx's
 // deadline: what is left of it less the margin; ok is false when ctx has no deadline.
