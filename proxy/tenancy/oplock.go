@@ -38,8 +38,9 @@ type Held struct {
 	// Deadline is when the backend call of the operation in flight ends at the latest (zero:
 	// it has none).
 	Deadline time.Time
-	// Ends is when the lock ends at the latest, whatever becomes of its holder: Deadline and
-	// what the store's lock may outlive its call by (zero: not known).
+	// Ends is when the lock of holders that are gone ends at the latest: Deadline and what the
+	// store's lock outlives a dead holder's call by. Zero: not known (a live holder's call
+	// may end at any moment).
 	Ends time.Time
 
 	// wait returns when the lock may have changed, or ctx has ended.
@@ -73,23 +74,21 @@ type inFlight struct {
 }
 
 // heldBy is the refusal of op by the conflicting operations in flight (nil if there are
-// none); linger is how long after its call's deadline the store's lock may last (a lease's
-// expiry, a TTL's rounding); wait returns when they may have changed.
+// none); linger is how long after its call's deadline the lock of a holder that died may
+// last (a lease's slack, a TTL's rounding); wait returns when they may have changed.
 func heldBy(op Operation, flights []inFlight, linger time.Duration, wait func(ctx context.Context) error) *Held {
 	if len(flights) == 0 {
 		return nil
 	}
 	h := &Held{Method: flights[0].Method, Scope: flights[0].Scope, Identical: true, HolderGone: true, wait: wait}
-	noDeadline := false
 	for _, f := range flights {
-		noDeadline = noDeadline || f.Deadline.IsZero()
 		h.Identical = h.Identical && f.Identity == op.Identity
 		h.HolderGone = h.HolderGone && !f.alive
 		if f.Deadline.After(h.Deadline) {
 			h.Deadline = f.Deadline
 		}
 	}
-	if !noDeadline {
+	if h.HolderGone && !h.Deadline.IsZero() {
 		h.Ends = h.Deadline.Add(linger)
 	}
 	return h
@@ -108,11 +107,12 @@ type opLocker interface {
 //
 // While an identical operation holds the lock, it waits for that one to end and then takes
 // the lock (the caller then makes its own call, which the ended one has made idempotent: a
-// create of the same name finds the volume). It waits only if the lock's whole possible life
-// (its call's deadline, and what the lock may outlive it by should its holder die) ends
-// before ctx's deadline less the margin of a request (beforeDeadline): otherwise it is
-// refused at once, rather than waiting and then running out of time. A wait lasts until
-// that margin at the latest, and is then refused too. A different operation is refused at
+// create of the same name finds the volume). The lock of a holder that is gone it waits for
+// only if the lock ends (Held.Ends: the dead call's deadline and the lock's slack) before
+// ctx's deadline less the margin of a request (beforeDeadline): otherwise it is refused at
+// once, rather than waiting and then running out of time. Any wait lasts until that margin
+// at the latest (a live holder may die, and its lock then last up to its lease's TTL
+// longer), and is then refused too. A different operation is refused at
 // once. A refusal is a *Held; waited says whether it waited. An error of the store is
 // UNAVAILABLE, naming the store; an operation whose ctx ends while it waits gets ctx's error.
 func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func(), waited bool, err error) {

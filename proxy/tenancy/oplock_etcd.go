@@ -186,10 +186,9 @@ func (s *etcdStore) heldBy(op Operation, kvs []*mvccpb.KeyValue, rev int64) (*He
 		}
 		flights[n].alive = flights[n].alive || role == "holder"
 	}
-	// A lock outlives its call by the "until" lease's slack and rounding, or by the holder's
-	// lease's TTL should its replica die.
-	linger := untilSlack + max(time.Second, s.ttl)
-	return heldBy(op, flights, linger, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
+	// The "until" key of a dead holder outlives its call by its slack and etcd's rounding
+	// of TTLs up to whole seconds.
+	return heldBy(op, flights, untilSlack+time.Second, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
 }
 
 // watchChange returns at the first change under prefix after rev, or when ctx ends. A watch
