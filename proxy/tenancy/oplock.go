@@ -116,6 +116,14 @@ type opLocker interface {
 // once. A refusal is a *Held; waited says whether it waited. An error of the store is
 // UNAVAILABLE, naming the store; an operation whose ctx ends while it waits gets ctx's error.
 func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func(), waited bool, err error) {
+	// The margin is fixed now, at the call's first step: waits and their retries all end by
+	// then, however little of the deadline is left after them.
+	waitCtx := ctx
+	if d, ok := beforeDeadline(ctx); ok {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, max(d, 0))
+		defer cancel()
+	}
 	for {
 		unlock, held, err := l.store.tryLock(ctx, op)
 		switch {
@@ -125,40 +133,25 @@ func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func()
 			return nil, waited, ledgerError(err)
 		case held == nil:
 			return unlock, waited, nil
-		case !held.Identical || !held.canEndWithin(ctx):
+		case !held.Identical || !held.canEndWithin(waitCtx) || waitCtx.Err() != nil:
 			return nil, waited, held
 		}
 		waited = true
-		switch stillHeld, err := held.waitWithin(ctx); {
+		err = held.wait(waitCtx)
+		switch {
 		case ctx.Err() != nil:
 			return nil, waited, ctx.Err()
-		case stillHeld:
-			return nil, waited, held
+		case waitCtx.Err() != nil:
+			return nil, waited, held // still held at the margin before ctx's deadline
 		case err != nil:
 			return nil, waited, ledgerError(err)
 		}
 	}
 }
 
-// canEndWithin reports whether the lock ends at the latest before ctx's deadline less the
-// margin (or its end is not known).
-func (h *Held) canEndWithin(ctx context.Context) bool {
-	if h.Ends.IsZero() {
-		return true
-	}
-	d, ok := beforeDeadline(ctx)
-	return !ok || time.Until(h.Ends) <= d
-}
-
-// waitWithin waits for the lock to change until the margin before ctx's deadline at the
-// latest: stillHeld says it waited until then.
-func (h *Held) waitWithin(ctx context.Context) (stillHeld bool, err error) {
-	wctx := ctx
-	if d, ok := beforeDeadline(ctx); ok {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, max(d, 0))
-		defer cancel()
-	}
-	err = h.wait(wctx)
-	return err != nil && wctx.Err() != nil && ctx.Err() == nil, err
+// canEndWithin reports whether the lock ends at the latest before waitCtx's deadline (or its
+// end is not known).
+func (h *Held) canEndWithin(waitCtx context.Context) bool {
+	dl, ok := waitCtx.Deadline()
+	return h.Ends.IsZero() || !ok || !dl.Before(h.Ends)
 }
