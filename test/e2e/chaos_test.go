@@ -111,7 +111,8 @@ func (l *chaosLoad) checkAnswers(t *testing.T, unavailableNames string) (slowest
 	return slowest
 }
 
-// logDeadlines logs the distinct messages of the calls answered DEADLINE_EXCEEDED.
+// logDeadlines logs the distinct messages of the calls answered DEADLINE_EXCEEDED or
+// UNAVAILABLE.
 func (l *chaosLoad) logDeadlines(t *testing.T) {
 	seen := map[string]int{}
 	for _, c := range l.calls {
@@ -120,7 +121,7 @@ func (l *chaosLoad) logDeadlines(t *testing.T) {
 		}
 	}
 	for m, n := range seen {
-		t.Logf("DEADLINE_EXCEEDED %d× %s", n, m)
+		t.Logf("%d× %s", n, m)
 	}
 }
 
