@@ -111,8 +111,9 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 // testLockOutlivesItsHolder: a ledger closed while an operation holds a lock (a replica
 // killed, a process stopped) leaves the object locked, in a ledger opened afterwards (a
 // replica, the process restarted), until the operation's deadline: a different operation is
-// refused naming the deadline, an identical one whose deadline comes first is refused, one
-// with time to spare waits for it and then takes the lock. An operation without a deadline
+// refused naming the deadline, an identical one whose deadline comes first (with etcd: or
+// within the lock's slack after it) is refused, one with time to spare waits for it and then
+// takes the lock. An operation without a deadline
 // locks nothing once its holder is gone.
 func testLockOutlivesItsHolder(t *testing.T, open opener) {
 	dying := open(t, nil)
@@ -131,6 +132,13 @@ func testLockOutlivesItsHolder(t *testing.T, open opener) {
 	early, cancel := context.WithDeadline(t.Context(), deadline.Add(-time.Second))
 	refused(t, l, early, op)
 	cancel()
+	if _, onEtcd := l.store.(*etcdStore); onEtcd {
+		// Its "until" key outlives the deadline by up to about 2 s (slack, whole-second TTLs):
+		// a deadline within that cannot outwait it either.
+		within, cancel := context.WithDeadline(t.Context(), deadline.Add(1500*time.Millisecond))
+		refused(t, l, within, op)
+		cancel()
+	}
 	unlock, waited, err := l.LockOperation(t.Context(), op)
 	if err != nil || !waited {
 		t.Fatalf("an identical operation with time to spare: waited %v, %v", waited, err)
