@@ -32,8 +32,10 @@ import (
 //     two at once. Waiting gives the answer soonest: csi-provisioner retries an ABORTED call
 //     only after its exponential backoff (1 s, 2 s, 4 s, … up to 5 min per PVC), while a
 //     waiter proceeds the moment the first call ends;
-//   - an identical one of a replica that stopped, whose backend call may run past the call's
-//     own deadline: ABORTED at once, naming that deadline (waiting could not end in time);
+//   - an identical one whose lock may outlive the call's own deadline less a margin (its
+//     call's deadline; for a replica that stopped, plus the slack by which its lock outlives
+//     the call): ABORTED at once, naming it (waiting could not end in time), as is a waiter
+//     still waiting at that margin (the replica may have died);
 //   - a different one: ABORTED, as in one replica.
 //
 // Errors are final statuses (it sits outside canonicalize): ABORTED as above, UNAVAILABLE

@@ -35,8 +35,13 @@ type Held struct {
 	// HolderGone: the replica (or process) that started it has stopped; the lock lasts until
 	// Deadline, as long as its backend call may still be running.
 	HolderGone bool
-	// Deadline is when the lock ends at the latest (zero: when its replica's lease expires).
+	// Deadline is when the backend call of the operation in flight ends at the latest (zero:
+	// it has none).
 	Deadline time.Time
+	// Ends is when the lock of holders that are gone ends at the latest: Deadline and what the
+	// store's lock outlives a dead holder's call by. Zero: not known (a live holder's call
+	// may end at any moment).
+	Ends time.Time
 
 	// wait returns when the lock may have changed, or ctx has ended.
 	wait func(ctx context.Context) error
@@ -69,8 +74,9 @@ type inFlight struct {
 }
 
 // heldBy is the refusal of op by the conflicting operations in flight (nil if there are
-// none); wait returns when they may have changed.
-func heldBy(op Operation, flights []inFlight, wait func(ctx context.Context) error) *Held {
+// none); linger is how long after its call's deadline the lock of a holder that died may
+// last (a lease's slack, a TTL's rounding); wait returns when they may have changed.
+func heldBy(op Operation, flights []inFlight, linger time.Duration, wait func(ctx context.Context) error) *Held {
 	if len(flights) == 0 {
 		return nil
 	}
@@ -81,6 +87,9 @@ func heldBy(op Operation, flights []inFlight, wait func(ctx context.Context) err
 		if f.Deadline.After(h.Deadline) {
 			h.Deadline = f.Deadline
 		}
+	}
+	if h.HolderGone && !h.Deadline.IsZero() {
+		h.Ends = h.Deadline.Add(linger)
 	}
 	return h
 }
@@ -98,12 +107,23 @@ type opLocker interface {
 //
 // While an identical operation holds the lock, it waits for that one to end and then takes
 // the lock (the caller then makes its own call, which the ended one has made idempotent: a
-// create of the same name finds the volume). It waits only if the lock can end before ctx's
-// deadline: an identical operation of a replica that stopped, whose deadline is later than
-// ctx's, is refused at once. A different operation is refused at once. A refusal is a *Held;
-// waited says whether it waited. An error of the store is UNAVAILABLE, naming the store; an
-// operation whose ctx ends while it waits gets ctx's error.
+// create of the same name finds the volume). The lock of a holder that is gone it waits for
+// only if the lock ends (Held.Ends: the dead call's deadline and the lock's slack) before
+// ctx's deadline less the margin of a request (beforeDeadline): otherwise it is refused at
+// once, rather than waiting and then running out of time. Any wait lasts until that margin
+// at the latest (a live holder may die, and its lock then last up to its lease's TTL
+// longer), and is then refused too. A different operation is refused at
+// once. A refusal is a *Held; waited says whether it waited. An error of the store is
+// UNAVAILABLE, naming the store; an operation whose ctx ends while it waits gets ctx's error.
 func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func(), waited bool, err error) {
+	// The margin is fixed now, at the call's first step: waits and their retries all end by
+	// then, however little of the deadline is left after them.
+	waitCtx := ctx
+	if d, ok := beforeDeadline(ctx); ok {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, max(d, 0))
+		defer cancel()
+	}
 	for {
 		unlock, held, err := l.store.tryLock(ctx, op)
 		switch {
@@ -113,25 +133,25 @@ func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func()
 			return nil, waited, ledgerError(err)
 		case held == nil:
 			return unlock, waited, nil
-		case !held.Identical || !held.canEndWithin(ctx):
+		case !held.Identical || !held.canEndWithin(waitCtx) || waitCtx.Err() != nil:
 			return nil, waited, held
 		}
 		waited = true
-		if err := held.wait(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil, waited, ctx.Err()
-			}
+		err = held.wait(waitCtx)
+		switch {
+		case ctx.Err() != nil:
+			return nil, waited, ctx.Err()
+		case waitCtx.Err() != nil:
+			return nil, waited, held // still held at the margin before ctx's deadline
+		case err != nil:
 			return nil, waited, ledgerError(err)
 		}
 	}
 }
 
-// canEndWithin reports whether the lock may end before ctx's deadline: its holder is alive
-// (its call may end at any moment), or its deadline comes first.
-func (h *Held) canEndWithin(ctx context.Context) bool {
-	if !h.HolderGone || h.Deadline.IsZero() {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return !ok || !dl.Before(h.Deadline)
+// canEndWithin reports whether the lock ends at the latest before waitCtx's deadline (or its
+// end is not known).
+func (h *Held) canEndWithin(waitCtx context.Context) bool {
+	dl, ok := waitCtx.Deadline()
+	return h.Ends.IsZero() || !ok || !dl.Before(h.Ends)
 }

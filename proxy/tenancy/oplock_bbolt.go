@@ -113,7 +113,7 @@ func (s *boltStore) tryLock(_ context.Context, op Operation) (func(), *Held, err
 				return err
 			}
 		}
-		if held = heldBy(op, flights, nil); held != nil {
+		if held = heldBy(op, flights, 0, nil); held != nil {
 			held.wait = func(ctx context.Context) error { return waitBolt(ctx, waits, held.Deadline) }
 			return nil
 		}

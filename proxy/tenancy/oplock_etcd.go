@@ -88,10 +88,12 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		if until != 0 {
 			ops = append(ops, clientv3.OpPut(name+"until", string(value), clientv3.WithLease(until)))
 		}
-		tctx, cancel := s.requestContext(ctx)
-		resp, err := s.client.Txn(tctx).If(s.freeOf(op)...).Then(ops...).
-			Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix())).Commit()
-		cancel()
+		var resp *clientv3.TxnResponse
+		err = s.request(ctx, func(ctx context.Context) (err error) {
+			resp, err = s.client.Txn(ctx).If(s.freeOf(op)...).Then(ops...).
+				Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix())).Commit()
+			return err
+		})
 		if err != nil || !resp.Succeeded {
 			s.revokeLater(until)
 		}
@@ -100,7 +102,7 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 			s.dropLease(lease) // expired while this replica was cut off: take a new one
 			continue
 		case err != nil:
-			return nil, nil, s.fail(err)
+			return nil, nil, err
 		case resp.Succeeded:
 			return func() { s.unlock(ctx, name, until) }, nil, nil
 		}
@@ -119,11 +121,12 @@ func (s *etcdStore) grantUntil(ctx context.Context, deadline time.Time) (clientv
 		return 0, nil
 	}
 	ttl := time.Until(deadline) + untilSlack
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	resp, err := s.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
-	if err != nil {
-		return 0, s.fail(err)
+	var resp *clientv3.LeaseGrantResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+		return err
+	}); err != nil {
+		return 0, err
 	}
 	return resp.ID, nil
 }
@@ -144,12 +147,9 @@ func (s *etcdStore) revokeLater(id clientv3.LeaseID) {
 // unlock deletes an operation's keys; keys it cannot delete (etcd unreachable) are deleted
 // at the replica's next lock or hold ("holder" goes with the lease at the latest, "until" at
 // the deadline). The operation's call (ctx: its deadline) waits for it until the margin
-// before its deadline at the latest (beforeDeadline); the delete goes on without it, so that a call whose
-// answer is ready is not held past its deadline by an etcd that does not answer.
+// before its deadline at the latest (awaitWithin).
 func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.LeaseID) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	awaitWithin(ctx, func() {
 		keys := []string{name + "holder", name + "until"}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		defer cancel()
@@ -159,17 +159,7 @@ func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.Leas
 			s.mu.Unlock()
 		}
 		s.revokeLater(until)
-	}()
-	var late <-chan time.Time
-	if d, ok := beforeDeadline(ctx); ok {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		late = t.C
-	}
-	select {
-	case <-done:
-	case <-late:
-	}
+	})
 }
 
 // heldBy describes the operations in flight (kvs, read at rev) that conflict with op, or
@@ -196,7 +186,9 @@ func (s *etcdStore) heldBy(op Operation, kvs []*mvccpb.KeyValue, rev int64) (*He
 		}
 		flights[n].alive = flights[n].alive || role == "holder"
 	}
-	return heldBy(op, flights, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
+	// The "until" key of a dead holder outlives its call by its slack and etcd's rounding
+	// of TTLs up to whole seconds.
+	return heldBy(op, flights, untilSlack+time.Second, func(ctx context.Context) error { return s.watchChange(ctx, base, rev) }), nil
 }
 
 // watchChange returns at the first change under prefix after rev, or when ctx ends. A watch

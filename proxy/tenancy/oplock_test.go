@@ -66,7 +66,7 @@ func testLockConflicts(t *testing.T, open opener) {
 }
 
 // testLockIdenticalWaits: an identical operation waits while the lock is held, and takes it
-// when the first one unlocks.
+// when the first one unlocks; one still waiting at its deadline's margin is refused.
 func testLockIdenticalWaits(t *testing.T, open opener) {
 	l := open(t, nil)
 	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
@@ -86,11 +86,18 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 		t.Fatalf("the identical operation did not wait: %+v", r)
 	case <-time.After(200 * time.Millisecond):
 	}
-	// A waiter whose context ends stops waiting with its context's error.
-	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// A waiter still waiting at the margin before its deadline is refused then; one whose
+	// context is cancelled while it waits stops waiting with its context's error.
+	short, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	if _, waited, err := l.LockOperation(short, op); !waited || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("a waiter whose deadline passes: waited %v, %v; want context.DeadlineExceeded", waited, err)
+	var held *Held
+	if _, waited, err := l.LockOperation(short, op); !waited || !errors.As(err, &held) || short.Err() != nil {
+		t.Errorf("a waiter whose deadline comes first: waited %v, %v (its context: %v); want refused before its deadline", waited, err, short.Err())
+	}
+	gone, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if _, waited, err := l.LockOperation(gone, op); !waited || !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiter whose caller goes away: waited %v, %v; want context.Canceled", waited, err)
 	}
 	unlock()
 	r := <-got
@@ -104,8 +111,9 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 // testLockOutlivesItsHolder: a ledger closed while an operation holds a lock (a replica
 // killed, a process stopped) leaves the object locked, in a ledger opened afterwards (a
 // replica, the process restarted), until the operation's deadline: a different operation is
-// refused naming the deadline, an identical one whose deadline comes first is refused, one
-// with time to spare waits for it and then takes the lock. An operation without a deadline
+// refused naming the deadline, an identical one whose deadline comes first (with etcd: or
+// within the lock's slack after it) is refused, one with time to spare waits for it and then
+// takes the lock. An operation without a deadline
 // locks nothing once its holder is gone.
 func testLockOutlivesItsHolder(t *testing.T, open opener) {
 	dying := open(t, nil)
@@ -124,6 +132,13 @@ func testLockOutlivesItsHolder(t *testing.T, open opener) {
 	early, cancel := context.WithDeadline(t.Context(), deadline.Add(-time.Second))
 	refused(t, l, early, op)
 	cancel()
+	if _, onEtcd := l.store.(*etcdStore); onEtcd {
+		// Its "until" key outlives the deadline by up to about 2 s (slack, whole-second TTLs):
+		// a deadline within that cannot outwait it either.
+		within, cancel := context.WithDeadline(t.Context(), deadline.Add(1500*time.Millisecond))
+		refused(t, l, within, op)
+		cancel()
+	}
 	unlock, waited, err := l.LockOperation(t.Context(), op)
 	if err != nil || !waited {
 		t.Fatalf("an identical operation with time to spare: waited %v, %v", waited, err)
@@ -205,4 +220,51 @@ func testDeadReplicasLockLastsItsLease(t *testing.T, cluster *testutil.EtcdClust
 		t.Fatalf("an identical operation: waited %v, %v; want it to wait for the dead replica's lease", waited, err)
 	}
 	unlock()
+}
+
+// testLockRefusesWhatItCannotOutwait: an identical operation waits for a live one in flight
+// (it may end at any moment) until the margin before its own deadline at the latest, and is
+// then refused, naming the operation in flight, rather than waiting into its deadline; one
+// with time to spare takes the lock when the first one ends.
+func testLockRefusesWhatItCannotOutwait(t *testing.T, cluster *testutil.EtcdCluster) {
+	prefix := "/" + t.Name() + "/"
+	const ttl = 3 * time.Second
+	tune := func(c *EtcdConfig) { c.LeaseTTL = ttl }
+	a := openEtcdLedger(t, cluster, prefix, nil, tune)
+	b := openEtcdLedger(t, cluster, prefix, nil, tune)
+	deadline := time.Now().Add(time.Minute)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)
+	unlock := lockOrFail(t, a, op)
+
+	soon, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, waited, err := b.LockOperation(soon, op)
+	var held *Held
+	if !errors.As(err, &held) || !waited || !held.Identical || held.HolderGone || soon.Err() != nil {
+		t.Errorf("a waiter whose deadline comes first: waited %v, %v (its context: %v); want refused after waiting, before its deadline", waited, err, soon.Err())
+	}
+
+	later, cancel := context.WithDeadline(t.Context(), deadline.Add(time.Minute))
+	defer cancel()
+	type result struct {
+		unlock func()
+		waited bool
+		err    error
+	}
+	var seen observed
+	b.Observe(&seen)
+	got := make(chan result, 1)
+	go func() {
+		u, waited, err := b.LockOperation(later, op)
+		got <- result{u, waited, err}
+	}()
+	for requests, _ := seen.counts(); requests["Txn"] == 0; requests, _ = seen.counts() {
+		time.Sleep(10 * time.Millisecond) // until its lock was refused: it waits (from that revision on)
+	}
+	unlock()
+	r := <-got
+	if r.err != nil || !r.waited {
+		t.Fatalf("an identical operation with time to spare: waited %v, %v; want it to wait and take the lock", r.waited, r.err)
+	}
+	r.unlock()
 }

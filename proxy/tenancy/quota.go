@@ -14,6 +14,7 @@ import (
 // uses it from one goroutine.
 type reservation struct {
 	l       *Ledger
+	ctx     context.Context // the call's: its release waits for the store until its deadline's margin
 	hold    *hold
 	settled bool // recorded or released
 }
@@ -43,16 +44,19 @@ func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int6
 	case err != nil:
 		return nil, ledgerError(err)
 	}
-	return &reservation{l: l, hold: h}, nil
+	return &reservation{l: l, ctx: ctx, hold: h}, nil
 }
 
 // release gives the reservation back; it is a no-op once recorded or released, and on nil.
+// Its call waits for it until the margin before its deadline at the latest (awaitWithin): a
+// release etcd does not answer goes on without the call (a create's hold, which a retry of
+// the name takes over, may then stay until one does).
 func (r *reservation) release() {
 	if r == nil || r.settled {
 		return
 	}
 	r.settled = true
-	r.l.store.release(r.hold)
+	awaitWithin(r.ctx, func() { r.l.store.release(r.hold) })
 }
 
 // keep settles the reservation of a create whose outcome is unknown (the backend may have

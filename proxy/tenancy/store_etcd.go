@@ -91,6 +91,8 @@ type etcdStore struct {
 	mu    sync.Mutex
 	lease clientv3.LeaseID // 0: none granted yet, or lost
 	stale []string         // hold keys whose release failed, deleted at the next hold
+
+	health etcdHealth // whether etcd answers (store_etcd_health.go)
 }
 
 // OpenEtcd returns a Store in etcd. It does not wait for etcd: a call that needs the store
@@ -184,7 +186,7 @@ func (s *etcdStore) fail(err error) error {
 // time left, when that is less): a step that etcd does not answer fails (UNAVAILABLE, naming
 // etcd) while the caller still waits for its answer, rather than at the deadline itself,
 // where the caller sees only DEADLINE_EXCEEDED.
-const requestMargin = 250 * time.Millisecond
+const requestMargin = time.Second
 
 // beforeDeadline is how long a request to etcd (or a wait for one) may take within ctx's
 // deadline: what is left of it less the margin; ok is false when ctx has no deadline.
@@ -197,37 +199,48 @@ func beforeDeadline(ctx context.Context) (d time.Duration, ok bool) {
 	return left - min(requestMargin, left/10), true
 }
 
-// requestContext bounds one request to etcd: the request timeout, or what is left of ctx's
-// deadline less the margin, whichever ends first.
-func (s *etcdStore) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	timeout := s.timeout
+// awaitWithin runs do and waits for it until the margin before ctx's deadline at the latest
+// (beforeDeadline; for as long as it takes without a deadline): do goes on without the call,
+// so that a call whose answer is ready is not held past its deadline by an etcd that does
+// not answer a step that need not delay it (giving a lock or a hold back).
+func awaitWithin(ctx context.Context, do func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		do()
+	}()
+	var late <-chan time.Time
 	if d, ok := beforeDeadline(ctx); ok {
-		timeout = min(timeout, d)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		late = t.C
 	}
-	return context.WithTimeout(ctx, max(timeout, 0))
+	select {
+	case <-done:
+	case <-late:
+	}
 }
 
 // ready makes a linearizable read, which needs a leader and a quorum's answer.
 func (s *etcdStore) ready(ctx context.Context) error {
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	if _, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly()); err != nil {
-		return s.fail(err)
-	}
-	return nil
+	return s.request(ctx, func(ctx context.Context) error {
+		_, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly())
+		return err
+	})
 }
 
 // read gets keys at one revision; kvs[i] is nil for a key that does not exist.
 func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.KeyValue, err error) {
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = clientv3.OpGet(k)
 	}
-	resp, err := s.client.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return nil, s.fail(err)
+	var resp *clientv3.TxnResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Txn(ctx).Then(ops...).Commit()
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	kvs = make([]*mvccpb.KeyValue, len(keys))
 	for i, r := range resp.Responses {
@@ -240,22 +253,24 @@ func (s *etcdStore) read(ctx context.Context, keys ...string) (kvs []*mvccpb.Key
 
 // readPrefix gets every key under prefix and the revision it read them at.
 func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyValue, int64, error) {
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, 0, s.fail(err)
+	var resp *clientv3.GetResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Get(ctx, prefix, clientv3.WithPrefix())
+		return err
+	}); err != nil {
+		return nil, 0, err
 	}
 	return resp.Kvs, resp.Header.Revision, nil
 }
 
 // commit runs ops if every compare holds, and reports whether they did.
 func (s *etcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	resp, err := s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		return false, s.fail(err)
+	var resp *clientv3.TxnResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		return err
+	}); err != nil {
+		return false, err
 	}
 	return resp.Succeeded, nil
 }
@@ -446,15 +461,17 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 		// No key under the tenant's prefix written since rev: no other hold, and no change of
 		// the recorded usage, came between the check and this hold.
 		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
-		tctx, cancel := s.requestContext(ctx)
-		resp, err := s.client.Txn(tctx).If(notSince).Then(clientv3.OpPut(key, encodeUsage(want), opts...)).Commit()
-		cancel()
+		var resp *clientv3.TxnResponse
+		err = s.request(ctx, func(ctx context.Context) (err error) {
+			resp, err = s.client.Txn(ctx).If(notSince).Then(clientv3.OpPut(key, encodeUsage(want), opts...)).Commit()
+			return err
+		})
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.dropLease(lease) // expired while this replica was cut off: take a new one
 			return false, nil
 		}
 		if err != nil {
-			return false, s.fail(err)
+			return false, err
 		}
 		if resp.Succeeded {
 			h = &hold{tenant: tenant, key: key, usage: want, rev: resp.Header.Revision, adopted: adopted}
@@ -520,11 +537,12 @@ func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) 
 	if s.lease != 0 {
 		return s.lease, nil
 	}
-	gctx, cancel := s.requestContext(ctx)
-	defer cancel()
-	resp, err := s.client.Grant(gctx, int64((max(time.Second, s.ttl)+time.Second-1)/time.Second)) // whole seconds, rounded up
-	if err != nil {
-		return 0, s.fail(err)
+	var resp *clientv3.LeaseGrantResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Grant(ctx, int64((max(time.Second, s.ttl)+time.Second-1)/time.Second)) // whole seconds, rounded up
+		return err
+	}); err != nil {
+		return 0, err
 	}
 	alive, err := s.client.KeepAlive(s.life, resp.ID)
 	if err != nil {
@@ -596,15 +614,16 @@ func (s *etcdStore) each(ctx context.Context, fn func(Kind, string, Record) erro
 	end := clientv3.GetPrefixRangeEnd(objects)
 	from, rev := objects, int64(0)
 	for {
-		rctx, cancel := s.requestContext(ctx)
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(eachPage), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.client.Get(rctx, from, opts...)
-		cancel()
-		if err != nil {
-			return s.fail(err)
+		var resp *clientv3.GetResponse
+		if err := s.request(ctx, func(ctx context.Context) (err error) {
+			resp, err = s.client.Get(ctx, from, opts...)
+			return err
+		}); err != nil {
+			return err
 		}
 		rev = resp.Header.Revision
 		for _, kv := range resp.Kvs {

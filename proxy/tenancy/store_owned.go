@@ -87,8 +87,6 @@ func (s *etcdStore) unindexOwned(kind Kind, backendID string, r Record) clientv3
 }
 
 func (s *etcdStore) owned(ctx context.Context, tenant string, kind Kind, after string, limit int) ([]string, error) {
-	ctx, cancel := s.requestContext(ctx)
-	defer cancel()
 	prefix := s.ownedPrefix(tenant, kind)
 	from := prefix
 	if after != "" {
@@ -99,9 +97,12 @@ func (s *etcdStore) owned(ctx context.Context, tenant string, kind Kind, after s
 	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
 	}
-	resp, err := s.client.Get(ctx, from, opts...)
-	if err != nil {
-		return nil, s.fail(err)
+	var resp *clientv3.GetResponse
+	if err := s.request(ctx, func(ctx context.Context) (err error) {
+		resp, err = s.client.Get(ctx, from, opts...)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	ids := make([]string, len(resp.Kvs))
 	for i, kv := range resp.Kvs {

@@ -74,6 +74,7 @@ func TestLedgerStores(t *testing.T) {
 			t.Run(b.name, func(t *testing.T) { b.test(t, fresh(t)) })
 		}
 		t.Run("DeadReplicasLockLastsItsLease", func(t *testing.T) { testDeadReplicasLockLastsItsLease(t, cluster) })
+		t.Run("LockRefusesWhatItCannotOutwait", func(t *testing.T) { testLockRefusesWhatItCannotOutwait(t, cluster) })
 	})
 }
 
@@ -506,5 +507,29 @@ func TestEtcdUnlockKeepsItsCallsDeadline(t *testing.T) {
 	// later, or the request timeout (10 s).
 	if took := time.Since(start); took > max(left, 0)+time.Second {
 		t.Errorf("unlocking without quorum took %s with %s left to its call's deadline", took.Round(time.Millisecond), left.Round(time.Millisecond))
+	}
+}
+
+// TestEtcdReleaseKeepsItsCallsDeadline: giving a quota hold back while etcd has no quorum
+// does not hold the call past its deadline either (a failed create's deferred release ran a
+// whole request timeout past it, and the chaos test's callers saw DEADLINE_EXCEEDED).
+func TestEtcdReleaseKeepsItsCallsDeadline(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	l := openEtcdLedger(t, cluster, "/release/", map[string]Quota{"blue": {MaxVolumes: 10}},
+		func(c *EtcdConfig) { c.RequestTimeout = 10 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	res, err := l.reserve(ctx, "blue", 1, 0, "blue.pvc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Stop(1)
+	cluster.Stop(2)
+	left, start := time.Until(dl), time.Now()
+	res.release()
+	// As unlocking: a margin before the deadline; without the bound, the request timeout.
+	if took := time.Since(start); took > max(left, 0)+time.Second {
+		t.Errorf("releasing without quorum took %s with %s left to its call's deadline", took.Round(time.Millisecond), left.Round(time.Millisecond))
 	}
 }

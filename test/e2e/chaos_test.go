@@ -34,6 +34,8 @@ func TestChaosReplicasUnderLoad(t *testing.T) {
 	counts := l.counts()
 	calls := len(l.calls)
 	l.logDeadlines(t)
+	slowest := l.checkAnswers(t, "")
+	t.Logf("slowest answer %s (deadline %s)", slowest.Round(time.Millisecond), l.deadline)
 	retries := l.retryAll(t)
 	r.report(t, "chaos", l, calls, counts, retries, start)
 }
@@ -67,39 +69,59 @@ func TestChaosEtcdQuorumLostUnderLoad(t *testing.T) {
 	}}})
 	counts := l.counts()
 	calls := len(l.calls)
-	const slack = 2 * time.Second
-	var slowest time.Duration
-	for _, c := range l.calls {
-		slowest = max(slowest, c.took)
-		switch {
-		case c.took > c.limit+slack:
-			t.Errorf("%s answered %v after %s, past its deadline %s (+%s)", c.method, c.code, c.took, c.limit, slack)
-		case c.code == codes.Unavailable && !strings.Contains(c.message, "etcd"):
-			t.Errorf("%s UNAVAILABLE without naming etcd: %q", c.method, c.message)
-		case c.code == codes.DeadlineExceeded:
-			// Not yet fixed (reported): a call that joined a flight in its replica, or
-			// waits for another replica's identical operation, whose etcd steps took
-			// several request timeouts can reach its own deadline first. Counted.
-		case c.code != codes.Unavailable && !definitive(c.code) && c.code != codes.Aborted:
-			t.Errorf("%s answered %v %q; want OK (or another definitive answer) or UNAVAILABLE", c.method, c.code, c.message)
-		}
-	}
 	l.logDeadlines(t)
+	slowest := l.checkAnswers(t, "etcd")
 	t.Logf("quorum lost for %s; slowest answer %s (deadline %s)", back.Sub(lost).Round(time.Millisecond), slowest.Round(time.Millisecond), l.deadline)
 	retries := l.retryAll(t)
 	r.report(t, "quorum lost", l, calls, counts, retries, start)
 }
 
-// logDeadlines logs the distinct messages of the calls answered DEADLINE_EXCEEDED.
+// checkAnswers fails the test on a call answered past its deadline, on more than 1 % of the
+// calls answered at it (DEADLINE_EXCEEDED), and on one answered neither definitively, nor
+// UNAVAILABLE (naming unavailableNames, when set), nor ABORTED for an operation in progress
+// on the same object (an identical call another replica runs, and which it could not
+// outwait: the orchestrator retries it); it returns the slowest answer.
+//
+// DEADLINE_EXCEEDED is not yet 0: an identical call that waited for another replica's live
+// operation (a wait ends, ABORTED, at the margin before its deadline) and got the lock late
+// may not have time left for its own backend call. Measured: 0–1 a run of about 1,000 calls
+// (docs/operations.md); each is logged (logDeadlines).
+func (l *chaosLoad) checkAnswers(t *testing.T, unavailableNames string) (slowest time.Duration) {
+	t.Helper()
+	const slack = 2 * time.Second
+	deadlines := 0
+	for _, c := range l.calls {
+		slowest = max(slowest, c.took)
+		switch {
+		case c.took > c.limit+slack:
+			t.Errorf("%s answered %v after %s, past its deadline %s (+%s)", c.method, c.code, c.took, c.limit, slack)
+		case c.code == codes.DeadlineExceeded:
+			deadlines++
+		case c.code == codes.Unavailable && !strings.Contains(c.message, unavailableNames):
+			t.Errorf("%s UNAVAILABLE without naming %s: %q", c.method, unavailableNames, c.message)
+		case c.code == codes.Aborted && !strings.Contains(c.message, "in progress"):
+			t.Errorf("%s ABORTED without naming the operation in progress: %q", c.method, c.message)
+		case c.code != codes.Unavailable && c.code != codes.Aborted && !definitive(c.code):
+			t.Errorf("%s answered %v %q; want a definitive answer, UNAVAILABLE or ABORTED", c.method, c.code, c.message)
+		}
+	}
+	if deadlines > len(l.calls)/100 {
+		t.Errorf("%d of %d calls answered DEADLINE_EXCEEDED; want at most 1 %% (logged above)", deadlines, len(l.calls))
+	}
+	return slowest
+}
+
+// logDeadlines logs the distinct messages of the calls answered DEADLINE_EXCEEDED or
+// UNAVAILABLE.
 func (l *chaosLoad) logDeadlines(t *testing.T) {
 	seen := map[string]int{}
 	for _, c := range l.calls {
-		if c.code == codes.DeadlineExceeded {
-			seen[c.method+": "+c.message+" after "+c.took.Round(time.Second).String()]++
+		if c.code == codes.DeadlineExceeded || c.code == codes.Unavailable {
+			seen[c.code.String()+" "+c.method+": "+c.message+" after "+c.took.Round(time.Second).String()]++
 		}
 	}
 	for m, n := range seen {
-		t.Logf("DEADLINE_EXCEEDED %d× %s", n, m)
+		t.Logf("%d× %s", n, m)
 	}
 }
 
