@@ -1,7 +1,6 @@
 package grpcbackend
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/csi-gateway/csi-gateway/internal/rawcodec"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 )
 
 // clientToken is the token the backend's client under test appends to every user-agent.
@@ -164,7 +164,7 @@ func TestCallerUserAgentsBounded(t *testing.T) {
 	var clock atomic.Int64 // nanoseconds since 2026-01-01, so that tests control time
 	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fakeNow := func(o *options) { o.agents.now = func() time.Time { return epoch.Add(time.Duration(clock.Load())) } }
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	b := newBackend(t, d.target, WithUserAgent("csi-gateway/test"), fakeNow, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	const method = "/csi.v1.Controller/CreateVolume"
 	sees := func(ua, want string) {
@@ -319,22 +319,4 @@ func TestCallerUserAgentsConcurrent(t *testing.T) {
 	if n := d.accepted.Load(); n > 1+maxAgents {
 		t.Errorf("the driver accepted %d connections, at most %d expected", n, 1+maxAgents)
 	}
-}
-
-// syncBuffer is a log destination the backend's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

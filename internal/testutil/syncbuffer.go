@@ -26,3 +26,12 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Take returns everything written since the last Take (or the start) and empties the buffer.
+func (s *SyncBuffer) Take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b.Reset()
+	return out
+}

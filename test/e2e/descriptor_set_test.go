@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,20 +156,7 @@ tracing: {exporter: stdout, sampleRatio: 1}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := gw.Signal(syscall.SIGTERM); err != nil { // flushes the spans to stdout
-				t.Fatal(err)
-			}
-			if err := gw.Wait(30 * time.Second); err != nil {
-				t.Fatalf("the gateway did not stop cleanly: %v", err)
-			}
-			sinks["the gateway's log and spans"] = gw.Output()
-			for name, text := range sinks {
-				for _, c := range canaries {
-					if strings.Contains(text, c) {
-						t.Errorf("%s holds canary %s", name, c)
-					}
-				}
-			}
+			stopAndCheckCanaries(t, gw, sinks, canaries)
 			if !strings.Contains(st.Message(), "bad credentials") || !strings.Contains(st.Message(), "vol-rep-1") {
 				t.Errorf("the caller's message %q lost the driver's words", st.Message())
 			}

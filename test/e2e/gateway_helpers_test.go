@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -371,4 +372,25 @@ func serveOnSocket(t *testing.T, srv *proxy.Server) *grpc.ClientConn {
 		}
 	})
 	return conn
+}
+
+// stopAndCheckCanaries stops the gateway with SIGTERM (which flushes its spans to stdout),
+// adds its log and spans to sinks as "the gateway's log and spans", and fails the test for
+// every canary any sink holds.
+func stopAndCheckCanaries(t *testing.T, gw *gatewayProc, sinks map[string]string, canaries []string) {
+	t.Helper()
+	if err := gw.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Wait(30 * time.Second); err != nil {
+		t.Fatalf("the gateway did not stop cleanly: %v", err)
+	}
+	sinks["the gateway's log and spans"] = gw.Output()
+	for name, text := range sinks {
+		for _, c := range canaries {
+			if strings.Contains(text, c) {
+				t.Errorf("%s holds canary %s", name, c)
+			}
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/csi-gateway/csi-gateway/backends"
 	"github.com/csi-gateway/csi-gateway/backends/grpc"
+	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/proxy"
 	"github.com/csi-gateway/csi-gateway/redact"
 )
@@ -134,29 +134,9 @@ func (r *repairRecords) last() proxy.CallRecord {
 	return r.recs[len(r.recs)-1]
 }
 
-// syncBuffer is a log destination the server's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) take() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.b.String()
-	s.b.Reset()
-	return out
-}
-
 // repairGateway serves a proxy.Server with every method routed to a grpc backend for the
 // driver at endpoint, under setting, and returns a client connection to it and its metrics.
-func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validation proxy.ValidationMode, obs proxy.CallObserver, logTo *syncBuffer) (*grpc.ClientConn, *proxy.Metrics) {
+func repairGateway(t *testing.T, endpoint string, setting proxy.Repair, validation proxy.ValidationMode, obs proxy.CallObserver, logTo *testutil.SyncBuffer) (*grpc.ClientConn, *proxy.Metrics) {
 	t.Helper()
 	be, err := grpcbackend.New("driver", grpcbackend.Config{Target: endpoint})
 	if err != nil {
@@ -190,7 +170,7 @@ func TestRepairSettings(t *testing.T) {
 	for _, setting := range []proxy.Repair{proxy.RepairPlugin, proxy.RepairSpec, proxy.RepairNone} {
 		t.Run(string(setting), func(t *testing.T) {
 			recs := &repairRecords{}
-			logs := &syncBuffer{}
+			logs := &testutil.SyncBuffer{}
 			conn, _ := repairGateway(t, driver.Endpoint, setting, proxy.ValidationOff, recs, logs)
 			for _, rpc := range repairRPCs() {
 				for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
@@ -205,7 +185,7 @@ func TestRepairSettings(t *testing.T) {
 						t.Errorf("%s: caller got %v (%q), want %v", what, st.Code(), st.Message(), want)
 						continue
 					}
-					rec, line := recs.last(), logs.take()
+					rec, line := recs.last(), logs.Take()
 					if rpc.secret && (strings.Contains(line, repairCanary) || strings.Contains(rec.Message+rec.BackendMessage, repairCanary)) {
 						t.Errorf("%s: the request's secret reached the log or the call record", what)
 					}
@@ -250,7 +230,7 @@ func TestRepairDefaultUnpublishNotFound(t *testing.T) {
 	d.set(codes.NotFound)
 	driver := startTestDriver(t, t.TempDir(), "driver.sock", d.answer)
 	recs := &repairRecords{}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	conn, metrics := repairGateway(t, driver.Endpoint, proxy.DefaultRepair("grpc"), proxy.ValidationOff, recs, logs)
 	for _, rpc := range repairRPCs() {
 		want := codes.NotFound
@@ -267,7 +247,7 @@ func TestRepairDefaultUnpublishNotFound(t *testing.T) {
 		if got := status.Code(err); got != want {
 			t.Errorf("%s: caller got %v, want %v", rpc.method, got, want)
 		}
-		rec, line := recs.last(), logs.take()
+		rec, line := recs.last(), logs.Take()
 		if want == codes.OK {
 			if rec.CodeName != "OK" || rec.BackendCode != "NotFound" || !strings.Contains(line, `"code":"OK"`) || !strings.Contains(line, `"backend_code":"NotFound"`) {
 				t.Errorf("%s: record %+v, log %s: want both OK and the driver's NotFound", rpc.method, rec, line)
@@ -302,7 +282,7 @@ func TestCapabilityFetchCarriesNoCallerMetadata(t *testing.T) {
 		}
 		return send(b)
 	})
-	conn, _ := repairGateway(t, driver.Endpoint, proxy.RepairSpec, proxy.ValidationEnforce, &repairRecords{}, &syncBuffer{})
+	conn, _ := repairGateway(t, driver.Endpoint, proxy.RepairSpec, proxy.ValidationEnforce, &repairRecords{}, &testutil.SyncBuffer{})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-caller-canary", "CANARY-caller-md", "traceparent", traceparent)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -151,20 +150,7 @@ tracing: {exporter: stdout, sampleRatio: 1}
 		t.Fatal(err)
 	}
 	sinks["/metrics"] = metrics
-	if err := gw.Signal(syscall.SIGTERM); err != nil { // flushes the spans to stdout
-		t.Fatal(err)
-	}
-	if err := gw.Wait(30 * time.Second); err != nil {
-		t.Fatalf("the gateway did not stop cleanly: %v", err)
-	}
-	sinks["the gateway's log and spans"] = gw.Output()
-	for name, text := range sinks {
-		for _, c := range all {
-			if strings.Contains(text, c) {
-				t.Errorf("%s holds canary %s", name, c)
-			}
-		}
-	}
+	stopAndCheckCanaries(t, gw, sinks, all)
 
 	// Redaction that works by writing nothing would pass the checks above.
 	out := gw.Output()
