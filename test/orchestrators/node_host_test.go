@@ -189,6 +189,32 @@ func (n *node) routeService(k *kube) {
 		"-j", "DNAT", "--to-destination", nodeIP+":"+port)
 }
 
+// checkHostUntouched fails the test if the host's own network namespace has any of the
+// node's addresses, its bridges or the Service IP's DNAT: they must exist only in the
+// namespace the test made. It runs ip and iptables on the host, not through e.inside.
+func (n *node) checkHostUntouched() {
+	n.e.t.Helper()
+	podPrefix, _, _ := strings.Cut(podSubnet, ".0/")
+	for _, c := range []struct {
+		cmd  []string
+		node []string // what only the node's namespace may show
+	}{
+		{[]string{"ip", "-o", "addr", "show"}, []string{" " + nodeIP + "/", " " + podPrefix + "."}},
+		{[]string{"ip", "-o", "link", "show"}, []string{" " + cniBridge + ":", " node0:"}},
+		{[]string{"iptables", "-t", "nat", "-S"}, []string{serviceIP + "/32", nodeIP + ":"}},
+	} {
+		out, err := exec.Command(c.cmd[0], c.cmd[1:]...).CombinedOutput()
+		if err != nil {
+			n.e.t.Fatalf("%s on the host: %v\n%s", strings.Join(c.cmd, " "), err, out)
+		}
+		for _, own := range c.node {
+			if strings.Contains(string(out), own) {
+				n.e.t.Errorf("the host's %s shows %q: the node's network reached the host namespace", strings.Join(c.cmd, " "), own)
+			}
+		}
+	}
+}
+
 // startKubelet starts kubelet v1.31 against the control plane and waits for a Ready node.
 // The configuration is the recipe's: cgroupfs (cgroup v1 here), no QoS cgroups, no node
 // allocatable enforcement, swap allowed, x509 client auth, AlwaysAllow.

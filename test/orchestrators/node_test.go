@@ -34,7 +34,9 @@ import (
 //     and deletion.
 //  6. deploy/kubernetes/tap/component in front of a node driver (csi-test's mock driver):
 //     `csi-gateway tap` shows kubelet's calls of a pod's whole life on one of its volumes.
-//  7. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
+//  7. The node's addresses (node IP, pod network, Service IP) exist only in its network
+//     namespace: with pods running, the host's addresses, links and NAT rules show none.
+//  8. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
 //     left on the machine.
 //
 // It runs with CSIGW_E2E_NODE=1 (make e2e and make e2e-node set it), as root.
@@ -65,6 +67,7 @@ func TestKubeletNode(t *testing.T) {
 	phase("appliance up on the node", func() { app = n.startAppliance() })
 	var rendered string
 	phase("deploy/kubernetes/bridge running, driver registered", func() { rendered = n.deployBridge(k, app) })
+	n.checkHostUntouched() // the node IP, the pods' bridge and the Service IP's DNAT are up by now
 	phase("statefulset: the whole life, gateways killed", func() { n.testStatefulSet(k, app, true) })
 	phase("deploy/kubernetes/bridge deleted", func() { n.deleteDeployment(k, rendered, "csi-gateway") })
 	phase("helm chart (bridge) running, driver registered", func() { rendered = n.deployHelmBridge(k, app) })
