@@ -32,7 +32,7 @@ PROTOC_GEN_GO_GRPC := $(CURDIR)/.tools/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_V
 # The leftovers check (test/leftovers): make test and make e2e snapshot the machine's processes,
 # mounts, loop devices, network namespaces, cgroups and network links before their tests and fail
 # when the run left any of them behind, after a grace of 10 s (also when the tests failed: then
-# both are reported). Every process the run starts carries CSIGW_LEFTOVERS_RUN (a sub-make keeps
+# both are reported). Every process the run starts carries CSIGWTEST_LEFTOVERS_RUN (a sub-make keeps
 # the parent's): that, or a working directory or executable under the checkout, is how the check
 # tells the run's processes from other jobs'. LEFTOVERS_IGNORE: a regular expression of report
 # lines not to count, for what another job on the same machine adds.
@@ -40,8 +40,8 @@ LEFTOVERS        := $(TOOLS)/leftovers
 LEFTOVERS_IGNORE ?=
 LEFTOVERS_SNAPSHOT = $(RUN_DIR)/leftovers-$@.json
 LEFTOVERS_CHECK    = $(LEFTOVERS) check $(if $(LEFTOVERS_IGNORE),-ignore '$(LEFTOVERS_IGNORE)') $(LEFTOVERS_SNAPSHOT)
-ifndef CSIGW_LEFTOVERS_RUN
-export CSIGW_LEFTOVERS_RUN := $(shell date +%s%N)
+ifndef CSIGWTEST_LEFTOVERS_RUN
+export CSIGWTEST_LEFTOVERS_RUN := $(shell date +%s%N)
 endif
 
 # The fuzz targets, as "package:Target"; `make fuzz` runs each for FUZZTIME (a duration, or
@@ -81,21 +81,21 @@ run: build ## start the gateway on .run/csi.sock with the embedded appliance (da
 
 # The tenancy ledger's etcd tests start a real 3-member etcd: the pinned server, built once
 # from the module proxy into E2E_CACHE (about 80 s of CPU cold; nothing warm) and named to the
-# tests by CSIGW_ETCD. A separate binary rather than etcd's server/v3/embed in the test
+# tests by CSIGWTEST_ETCD. A separate binary rather than etcd's server/v3/embed in the test
 # binaries: the gateway's go.mod keeps only the client, and etcd runs at full speed in
 # processes of its own, which the tests kill like crashes, not under the race detector.
-# csi-test's mock driver (CSIGW_MOCK_DRIVER) is built the same way, for the tap's sanity test.
-# csi-test v0.3.5's v0 mock driver and v0 sanity binary (CSIGW_V0_MOCK_DRIVER, CSIGW_V0_SANITY)
+# csi-test's mock driver (CSIGWTEST_MOCK_DRIVER) is built the same way, for the tap's sanity test.
+# csi-test v0.3.5's v0 mock driver and v0 sanity binary (CSIGWTEST_V0_MOCK_DRIVER, CSIGWTEST_V0_SANITY)
 # likewise, from its source on the shelf, outside this module: its csi.v0 types never meet
 # internal/csiv0's in one binary. protoc and the pinned plugins let internal/csiv0's test
 # check that the committed generated code is current.
 test: test-deps lint protoc-if-root $(H2SPEC) $(GRPCURL) $(HEALTH_PROBE) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC) $(LEFTOVERS) ## run every test (race detector on; mount tests need root; h2spec on both transports; grpcurl, grpc_health_probe; a real etcd; protoc), then a short fuzz run; fail if they leave anything behind
 	@$(E2E_COMPONENTS) etcd-ledger mock-driver v0-mock-driver v0-sanity
 	@mkdir -p $(RUN_DIR) && $(LEFTOVERS) snapshot $(LEFTOVERS_SNAPSHOT)
-	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGW_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) \
-		CSIGW_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path mock-driver) \
-		CSIGW_V0_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path v0-mock-driver) CSIGW_V0_SANITY=$$($(E2E_COMPONENTS) --path v0-sanity) \
-		CSIGW_PROTOC_GEN_GO=$(PROTOC_GEN_GO) CSIGW_PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./... \
+	H2SPEC=$(H2SPEC) GRPCURL=$(GRPCURL) GRPC_HEALTH_PROBE=$(HEALTH_PROBE) CSIGWTEST_ETCD=$$($(E2E_COMPONENTS) --path etcd-ledger) \
+		CSIGWTEST_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path mock-driver) \
+		CSIGWTEST_V0_MOCK_DRIVER=$$($(E2E_COMPONENTS) --path v0-mock-driver) CSIGWTEST_V0_SANITY=$$($(E2E_COMPONENTS) --path v0-sanity) \
+		CSIGWTEST_PROTOC_GEN_GO=$(PROTOC_GEN_GO) CSIGWTEST_PROTOC_GEN_GO_GRPC=$(PROTOC_GEN_GO_GRPC) $(GO) test -race -count=1 -timeout 12m $(TEST_FLAGS) ./... \
 		|| { $(LEFTOVERS_CHECK); exit 1; }
 	@$(MAKE) --no-print-directory fuzz-short || { $(LEFTOVERS_CHECK); exit 1; }
 	@$(LEFTOVERS_CHECK)
@@ -265,7 +265,7 @@ $(TOOLS)/cyclonedx-gomod: tools/go.mod tools/go.sum
 # not serve), once, into E2E_CACHE, and reused by later runs.
 E2E_CACHE   ?= $(HOME)/.cache/csi-gateway-e2e
 E2E_FLAGS   ?=
-E2E_COMPONENTS := CSIGW_E2E_CACHE=$(E2E_CACHE) test/orchestrators/build-components.sh
+E2E_COMPONENTS := CSIGWTEST_E2E_CACHE=$(E2E_CACHE) test/orchestrators/build-components.sh
 HELM_CHART  := deploy/helm/csi-gateway
 
 .PHONY: e2e e2e-node deploy-lint
@@ -281,7 +281,7 @@ moddir = $(shell cd tools && $(GO) mod download -json $(1) | sed -n 's/^\t"Dir":
 e2e: deploy-lint $(LEFTOVERS) ## deploy-lint, then a Kubernetes control plane + sidecars, a Nomad agent and a real kubelet node driving the gateway (root; first run builds them); fail if they leave anything behind
 	@start=$$(date +%s); $(E2E_COMPONENTS) && $(E2E_NODE_PREP) || exit 1; echo "e2e: components ready in $$(( $$(date +%s) - start ))s"
 	@mkdir -p $(RUN_DIR) && $(LEFTOVERS) snapshot $(LEFTOVERS_SNAPSHOT)
-	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 40m $(E2E_FLAGS) ./... \
+	cd test/orchestrators && CSIGWTEST_E2E_NODE=1 CSIGWTEST_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 40m $(E2E_FLAGS) ./... \
 		|| { $(LEFTOVERS_CHECK); exit 1; }
 	@$(LEFTOVERS_CHECK)
 
@@ -298,7 +298,7 @@ e2e-node: $(LEFTOVERS) ## only the real kubelet node of make e2e: deploy/kuberne
 	start=$$(date +%s); $(E2E_COMPONENTS) etcd kube-apiserver kube-controller-manager csi-provisioner csi-attacher helm && $(E2E_NODE_PREP) || exit 1; \
 	echo "e2e-node: packages and components ready in $$(( $$(date +%s) - start ))s"
 	@mkdir -p $(RUN_DIR) && $(LEFTOVERS) snapshot $(LEFTOVERS_SNAPSHOT)
-	cd test/orchestrators && CSIGW_E2E_NODE=1 CSIGW_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 20m -run '^TestKubeletNode$$' $(E2E_FLAGS) . \
+	cd test/orchestrators && CSIGWTEST_E2E_NODE=1 CSIGWTEST_E2E_CACHE=$(E2E_CACHE) $(GO) test -count=1 -v -timeout 20m -run '^TestKubeletNode$$' $(E2E_FLAGS) . \
 		|| { $(LEFTOVERS_CHECK); exit 1; }
 	@$(LEFTOVERS_CHECK)
 

@@ -55,7 +55,7 @@ const (
 )
 
 // TestErrorsDocMatchesTable keeps docs/errors.md and the code in agreement. Run it with
-// CSIGW_UPDATE_DOCS=1 to rewrite the generated part of the doc.
+// CSIGWTEST_UPDATE_DOCS=1 to rewrite the generated part of the doc.
 func TestErrorsDocMatchesTable(t *testing.T) {
 	doc, err := os.ReadFile(errorsDoc)
 	if err != nil {
@@ -70,13 +70,13 @@ func TestErrorsDocMatchesTable(t *testing.T) {
 	if want == string(doc) {
 		return
 	}
-	if os.Getenv("CSIGW_UPDATE_DOCS") != "" {
+	if os.Getenv("CSIGWTEST_UPDATE_DOCS") != "" {
 		if err := os.WriteFile(errorsDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("%s is out of date with errorRules; run CSIGW_UPDATE_DOCS=1 go test ./csispec -run ErrorsDoc", errorsDoc)
+	t.Errorf("%s is out of date with errorRules; run CSIGWTEST_UPDATE_DOCS=1 go test ./csispec -run ErrorsDoc", errorsDoc)
 }
 
 func TestErrorCode(t *testing.T) {

@@ -26,10 +26,11 @@ func dispatch(routes routeTable, bes map[string]backends.Backend) Handler {
 			return err
 		}
 		call.Response = resp
-		if a := backends.CallInfoFrom(ctx).AnsweredOtherwise(); a != nil {
+		info := backends.CallInfoFrom(ctx)
+		if a := info.AnsweredOtherwise(); a != nil {
 			// The backend made the driver's failure a success (a translation): recorded as the
 			// gateway's own repairs are, beside the driver's code and (scrubbed) message.
-			call.noteRepair(a.Code, backends.CallInfoFrom(ctx).Scrub(a.Message), []string{repairCode})
+			call.noteRepair(a.Code, info.Scrub(a.Message), []string{repairCode})
 		}
 		return nil
 	}

@@ -83,11 +83,11 @@ func TestBrokenConfigs(t *testing.T) {
 }
 
 // TestBrokenEnvironment: a CSIGW_* variable that sets no key is refused like an unknown key,
-// with the nearest variable that does; the test harness's own variables (CSIGW_ETCD) are not
+// with the nearest variable that does; the test harness's own variables (CSIGWTEST_ETCD) are not
 // configuration and pass. Values are never repeated.
 func TestBrokenEnvironment(t *testing.T) {
 	const yaml = "listeners: [{endpoint: unix://ROOT/csi.sock}]\nbackends: {e: {type: embedded, dataDir: ROOT/data}}\nroutes: [{methods: ['*'], backend: e}]"
-	checkBroken(t, yaml, []string{"CSIGW_SOCKETMDOE=0600", "CSIGW_LOGGING_LEVLE=canary-value", "CSIGW_LOGGING_LEVEL=debug", "CSIGW_FROBNICATE=1", "CSIGW_ETCD=/usr/bin/etcd"},
+	checkBroken(t, yaml, []string{"CSIGW_SOCKETMDOE=0600", "CSIGW_LOGGING_LEVLE=canary-value", "CSIGW_LOGGING_LEVEL=debug", "CSIGW_FROBNICATE=1", "CSIGWTEST_ETCD=/usr/bin/etcd"},
 		[]string{"CSIGW_FROBNICATE: unknown environment variable", "CSIGW_LOGGING_LEVLE: unknown environment variable (did you mean CSIGW_LOGGING_LEVEL?)", "CSIGW_SOCKETMDOE: unknown environment variable (did you mean CSIGW_SOCKET_MODE?)"})
 }
 

@@ -33,13 +33,13 @@ func protoc(t *testing.T) string {
 
 // TestGeneratedFilesCurrent regenerates the package with the pinned protoc and plugins into a
 // temporary directory and fails when any committed file differs: csi.proto and the generated
-// Go code never drift apart. make test names the plugins it installed in CSIGW_PROTOC_GEN_GO
-// and CSIGW_PROTOC_GEN_GO_GRPC.
+// Go code never drift apart. make test names the plugins it installed in CSIGWTEST_PROTOC_GEN_GO
+// and CSIGWTEST_PROTOC_GEN_GO_GRPC.
 func TestGeneratedFilesCurrent(t *testing.T) {
 	p := protoc(t)
-	gen, genGRPC := os.Getenv("CSIGW_PROTOC_GEN_GO"), os.Getenv("CSIGW_PROTOC_GEN_GO_GRPC")
+	gen, genGRPC := os.Getenv("CSIGWTEST_PROTOC_GEN_GO"), os.Getenv("CSIGWTEST_PROTOC_GEN_GO_GRPC")
 	if gen == "" || genGRPC == "" {
-		t.Skip("SKIPPED: CSIGW_PROTOC_GEN_GO and CSIGW_PROTOC_GEN_GO_GRPC are unset; `make test` sets them to the pinned plugins")
+		t.Skip("SKIPPED: CSIGWTEST_PROTOC_GEN_GO and CSIGWTEST_PROTOC_GEN_GO_GRPC are unset; `make test` sets them to the pinned plugins")
 	}
 	dir := t.TempDir()
 	cmd := exec.Command("./generate.sh", dir)

@@ -14,7 +14,7 @@ import (
 
 // EtcdEnv names the etcd binary the tests that need a real etcd run (make test builds the
 // pinned one with test/orchestrators/build-components.sh etcd-ledger and sets it).
-const EtcdEnv = "CSIGW_ETCD"
+const EtcdEnv = "CSIGWTEST_ETCD"
 
 // EtcdCluster is a real etcd cluster of child processes on loopback: clients reach it over
 // mTLS (certificates minted by the test), members talk plain HTTP to each other. Members can
@@ -39,7 +39,7 @@ type etcdMember struct {
 }
 
 // StartEtcd starts a cluster of n members and waits until it serves; the test's cleanup
-// kills it. Without $CSIGW_ETCD the test is skipped, saying how to run it.
+// kills it. Without $CSIGWTEST_ETCD the test is skipped, saying how to run it.
 func StartEtcd(t testing.TB, n int) *EtcdCluster {
 	t.Helper()
 	bin := os.Getenv(EtcdEnv)

@@ -11,7 +11,7 @@ import (
 )
 
 // sanityVariantEnv tells a re-executed test binary which variant of a sanity run it is.
-const sanityVariantEnv = "CSIGW_SANITY_VARIANT"
+const sanityVariantEnv = "CSIGWTEST_SANITY_VARIANT"
 
 // SanityVariants runs body once per variant, each in a child process of the test binary.
 //
@@ -64,8 +64,8 @@ func runSanityChild(t *testing.T, v string) string {
 	if err != nil {
 		t.Errorf("csi-sanity %s failed: %v\n%s", v, err, tail(out, 200))
 	}
-	if os.Getenv("CSIGW_SANITY_LOG") != "" {
-		os.WriteFile(os.Getenv("CSIGW_SANITY_LOG")+"."+strings.ReplaceAll(t.Name(), "/", "_")+".log", out, 0o644)
+	if os.Getenv("CSIGWTEST_SANITY_LOG") != "" {
+		os.WriteFile(os.Getenv("CSIGWTEST_SANITY_LOG")+"."+strings.ReplaceAll(t.Name(), "/", "_")+".log", out, 0o644)
 	}
 	return summary
 }

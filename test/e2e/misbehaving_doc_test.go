@@ -64,11 +64,11 @@ func TestMisbehavingDocMatchesTable(t *testing.T) {
 	if want == string(doc) {
 		return
 	}
-	if os.Getenv("CSIGW_UPDATE_DOCS") != "" {
+	if os.Getenv("CSIGWTEST_UPDATE_DOCS") != "" {
 		if err := os.WriteFile(misbehavingDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("%s is out of date with misbehavingRows; run CSIGW_UPDATE_DOCS=1 go test ./test/e2e -run MisbehavingDoc", misbehavingDoc)
+	t.Errorf("%s is out of date with misbehavingRows; run CSIGWTEST_UPDATE_DOCS=1 go test ./test/e2e -run MisbehavingDoc", misbehavingDoc)
 }

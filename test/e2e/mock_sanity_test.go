@@ -21,7 +21,7 @@ import (
 
 // mockDriverEnv names csi-test's mock driver binary (make test builds csi-test v4.1.0's with
 // test/orchestrators/build-components.sh mock-driver and sets it).
-const mockDriverEnv = "CSIGW_MOCK_DRIVER"
+const mockDriverEnv = "CSIGWTEST_MOCK_DRIVER"
 
 // TestMockDriverSanity runs csi-sanity against csi-test's mock driver directly, then through
 // the real gateway binary as a tap (a grpc backend, validation: warn, as docs/tap.md deploys

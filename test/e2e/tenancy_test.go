@@ -20,7 +20,7 @@ import (
 )
 
 // tenancyDirEnv passes the shared controller's directory to the csi-sanity children.
-const tenancyDirEnv = "CSIGW_TENANCY_DIR"
+const tenancyDirEnv = "CSIGWTEST_TENANCY_DIR"
 
 // TestTwoTenantsSanity runs csi-sanity for two tenants at the same time, each through its
 // own cluster gateway, into one central gateway in front of one appliance: both must pass as

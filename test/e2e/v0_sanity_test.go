@@ -22,8 +22,8 @@ import (
 // suite (a ginkgo test binary); make test builds both with test/orchestrators/build-components.sh
 // outside the gateway's module and sets them.
 const (
-	v0MockDriverEnv = "CSIGW_V0_MOCK_DRIVER"
-	v0SanityEnv     = "CSIGW_V0_SANITY"
+	v0MockDriverEnv = "CSIGWTEST_V0_MOCK_DRIVER"
+	v0SanityEnv     = "CSIGWTEST_V0_SANITY"
 )
 
 // v0MockSecrets are the secrets csi-test v0.3.5's mock driver demands with CSI_ENABLE_CREDS

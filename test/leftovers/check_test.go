@@ -27,14 +27,14 @@ func TestFindLeftovers(t *testing.T) {
 		{
 			name: "processes: by token, by cwd, by exe; not others'",
 			after: func(f fixture) {
-				f.process(fixtureProcess{pid: 100, ppid: 1, start: 900, args: "etcd --data-dir x", cwd: "/", exe: "/tmp/cache/etcd", env: "CSIGW_LEFTOVERS_RUN=" + token})
+				f.process(fixtureProcess{pid: 100, ppid: 1, start: 900, args: "etcd --data-dir x", cwd: "/", exe: "/tmp/cache/etcd", env: "CSIGWTEST_LEFTOVERS_RUN=" + token})
 				f.process(fixtureProcess{pid: 101, ppid: 1, start: 900, args: "mock-driver", cwd: checkout + "/test/e2e", exe: "/tmp/go-build1/mock"})
 				f.process(fixtureProcess{pid: 102, ppid: 1, start: 900, args: "csi-gateway serve", cwd: "/", exe: checkout + "/bin/csi-gateway"})
-				f.process(fixtureProcess{pid: 103, ppid: 1, start: 900, args: "kubelet", cwd: "/work/other", exe: "/root/.cache/csi-gateway-e2e/kubelet", env: "CSIGW_LEFTOVERS_RUN=another-run"})
+				f.process(fixtureProcess{pid: 103, ppid: 1, start: 900, args: "kubelet", cwd: "/work/other", exe: "/root/.cache/csi-gateway-e2e/kubelet", env: "CSIGWTEST_LEFTOVERS_RUN=another-run"})
 				f.process(fixtureProcess{pid: 104, ppid: 1, start: 900, args: "sleep", cwd: checkout + "-other/x", exe: "/usr/bin/sleep"})
 			},
 			want: []string{
-				"process 100: etcd --data-dir x (env CSIGW_LEFTOVERS_RUN)",
+				"process 100: etcd --data-dir x (env CSIGWTEST_LEFTOVERS_RUN)",
 				"process 101: mock-driver (cwd /work/checkout/test/e2e)",
 				"process 102: csi-gateway serve (exe /work/checkout/bin/csi-gateway)",
 			},
@@ -51,8 +51,8 @@ func TestFindLeftovers(t *testing.T) {
 		{
 			name: "the checker and its ancestors are not leftovers",
 			after: func(f fixture) {
-				f.process(fixtureProcess{pid: 40, ppid: 1, start: 900, args: "bash -c leftovers check", cwd: checkout, env: "CSIGW_LEFTOVERS_RUN=" + token})
-				f.process(fixtureProcess{pid: 50, ppid: 40, start: 900, args: "leftovers check", cwd: checkout, env: "CSIGW_LEFTOVERS_RUN=" + token})
+				f.process(fixtureProcess{pid: 40, ppid: 1, start: 900, args: "bash -c leftovers check", cwd: checkout, env: "CSIGWTEST_LEFTOVERS_RUN=" + token})
+				f.process(fixtureProcess{pid: 50, ppid: 40, start: 900, args: "leftovers check", cwd: checkout, env: "CSIGWTEST_LEFTOVERS_RUN=" + token})
 			},
 		},
 		{

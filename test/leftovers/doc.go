@@ -12,7 +12,7 @@
 // Processes are attributed, not diffed machine-wide, because other jobs (another checkout's
 // tests, a kubelet) may run on the same machine: a process that did not exist at the snapshot
 // (PID and start time) is the run's when its environment carries the run's token
-// (CSIGW_LEFTOVERS_RUN, which the Makefile exports to everything it starts and the snapshot
+// (CSIGWTEST_LEFTOVERS_RUN, which the Makefile exports to everything it starts and the snapshot
 // records; exec.Cmd passes it on), or when its working directory or executable is under the
 // checkout (go test runs each test binary in its package's directory, and children inherit it;
 // so one run per checkout at a time).

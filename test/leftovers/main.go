@@ -23,7 +23,7 @@ func main() {
 }
 
 // runEnv names the environment variable that marks every process of a run.
-const runEnv = "CSIGW_LEFTOVERS_RUN"
+const runEnv = "CSIGWTEST_LEFTOVERS_RUN"
 
 const usage = "usage: leftovers snapshot [-root DIR] FILE | leftovers check [-grace D] [-ignore REGEXP] FILE"
 

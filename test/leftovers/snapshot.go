@@ -8,7 +8,7 @@ import (
 
 // snapshot is what the machine held before the run, by key, and how to tell the run's processes.
 type snapshot struct {
-	Run       string   `json:"run"`  // the value of CSIGW_LEFTOVERS_RUN the run's processes carry
+	Run       string   `json:"run"`  // the value of CSIGWTEST_LEFTOVERS_RUN the run's processes carry
 	Root      string   `json:"root"` // the checkout
 	Processes []string `json:"processes"`
 	NetNS     []string `json:"netns"` // every namespace a process was in

@@ -17,7 +17,7 @@
 # Prints nothing for a cached binary; for a build, one line with its wall time.
 set -euo pipefail
 
-CACHE=${CSIGW_E2E_CACHE:-${HOME}/.cache/csi-gateway-e2e}
+CACHE=${CSIGWTEST_E2E_CACHE:-${HOME}/.cache/csi-gateway-e2e}
 GO=${GO:-go}
 NICE=${NICE:-nice -n 19}
 
@@ -35,7 +35,7 @@ MOCK_DRIVER_VERSION=v4.1.0  # csi-test's mock CSI driver, for the tap's sanity t
 # csi-test v0.3.5 (CSI v0: its mock driver and its sanity suite, for make test's v0 tests): the
 # module proxy does not serve it, so it is built from its source on the shelf.
 CSI_TEST_V0_VERSION=v0.3.5
-CSI_TEST_V0_SRC=${CSIGW_CSI_TEST_V0_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/csi-test-$CSI_TEST_V0_VERSION}
+CSI_TEST_V0_SRC=${CSIGWTEST_CSI_TEST_V0_SRC:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/data/csi-test-$CSI_TEST_V0_VERSION}
 
 # The kubernetes-csi sidecars the module proxy does not serve (403 for every version): built
 # with -mod=vendor from `git archive` tarballs of upstream (with vendor/) in KUBERNETES_CSI_SRC,
@@ -166,7 +166,7 @@ build_csi_test_v0() { # build_csi_test_v0 NAME
   out=$(path "$1")
   [[ -x $out ]] && return
   [[ -f $CSI_TEST_V0_SRC/go.mod ]] || {
-    echo "build-components.sh: csi-test $CSI_TEST_V0_VERSION's source is not at $CSI_TEST_V0_SRC (set CSIGW_CSI_TEST_V0_SRC)" >&2
+    echo "build-components.sh: csi-test $CSI_TEST_V0_VERSION's source is not at $CSI_TEST_V0_SRC (set CSIGWTEST_CSI_TEST_V0_SRC)" >&2
     return 1
   }
   if [[ ! -f $dir/go.mod ]]; then

@@ -4,7 +4,7 @@
 // agent with the gateway as its CSI plugin, both in front of the reference appliance
 // (`csi-gateway appliance`). It also hands every manifest in deploy/ and every rendering of
 // the Helm chart to the real kube-apiserver as a server-side dry run. TestKubeletNode (make
-// e2e, or alone make e2e-node; it runs with CSIGW_E2E_NODE=1) runs deploy/kubernetes/bridge on a real kubelet node with
+// e2e, or alone make e2e-node; it runs with CSIGWTEST_E2E_NODE=1) runs deploy/kubernetes/bridge on a real kubelet node with
 // containerd, inside network and mount namespaces of its own (node_host_test.go).
 //
 // It is its own module so that the main module never depends on Kubernetes or Nomad: the

@@ -90,7 +90,7 @@ func newEnv(t *testing.T) *env {
 			os.Exit(1)
 		}
 	}()
-	e.gateway = os.Getenv("CSIGW_E2E_GATEWAY")
+	e.gateway = os.Getenv("CSIGWTEST_E2E_GATEWAY")
 	if e.gateway == "" {
 		e.gateway = filepath.Join(work, "bin", "csi-gateway")
 		cmd := exec.Command("nice", "-n", "19", "go", "build", "-trimpath", "-o", e.gateway, "./cmd/csi-gateway")
@@ -294,7 +294,7 @@ func (e *env) cleanup() {
 			}
 		}
 	}
-	if e.t.Failed() || os.Getenv("CSIGW_E2E_KEEP") != "" {
+	if e.t.Failed() || os.Getenv("CSIGWTEST_E2E_KEEP") != "" {
 		e.t.Logf("logs kept in %s", e.logs)
 		return
 	}

@@ -39,10 +39,10 @@ import (
 //  8. Everything stopped: no process, mount, loop device, network namespace, cgroup or link
 //     left on the machine.
 //
-// It runs with CSIGW_E2E_NODE=1 (make e2e and make e2e-node set it), as root.
+// It runs with CSIGWTEST_E2E_NODE=1 (make e2e and make e2e-node set it), as root.
 func TestKubeletNode(t *testing.T) {
-	if os.Getenv("CSIGW_E2E_NODE") == "" {
-		t.Skip("the kubelet node e2e runs with CSIGW_E2E_NODE=1 (make e2e, make e2e-node)")
+	if os.Getenv("CSIGWTEST_E2E_NODE") == "" {
+		t.Skip("the kubelet node e2e runs with CSIGWTEST_E2E_NODE=1 (make e2e, make e2e-node)")
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("the kubelet node e2e needs root: network and mount namespaces, containerd, loop devices (make e2e-node)")
