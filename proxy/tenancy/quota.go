@@ -61,10 +61,10 @@ func (r *reservation) release() {
 
 // keep settles the reservation of a create whose outcome is unknown (the backend may have
 // created the volume: its call failed without a definitive answer, or its record could
-// not be written) without giving the room back: an etcd store's create hold stays until a
-// retry of the name takes it over and records the volume, so that the volume, if it exists,
-// is counted meanwhile. A hold no retry can take over (bbolt's, in this process's memory) is
-// released.
+// not be written) without giving the room back: a create's hold (in etcd, or in the bbolt
+// file) stays until a retry of the name takes it over and records the volume, so that the
+// volume, if it exists, is counted meanwhile. A hold no retry can take over (an expansion's
+// in bbolt's memory) is released.
 func (r *reservation) keep() {
 	if r == nil || r.settled || r.hold.rev == 0 {
 		r.release()

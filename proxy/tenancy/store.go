@@ -29,12 +29,18 @@ type Store interface {
 	// hold reserves want in tenant's usage if admit, shown the tenant's usage (recorded and
 	// held) at that moment, returns nil; otherwise it returns admit's error. No two holds
 	// are admitted against the same usage. create is the backend name of the volume a create
-	// holds room for ("" for an expansion): the etcd store keeps such a hold until a create
-	// of that name is recorded or fails, even past its replica's death (store_etcd.go).
+	// holds room for ("" for an expansion): both stores keep such a hold until a create of
+	// that name is recorded or fails, even past the death of the process or replica that took
+	// it (store_etcd.go, store_bbolt_holds.go); a create of a name that has one takes it over.
 	hold(ctx context.Context, tenant string, want usage, create string, admit func(used usage) error) (*hold, error)
 	// release gives a hold back. It is not bounded by a call (it runs when the call is
 	// over); a store that cannot release it at once does so later.
 	release(h *hold)
+	// createHolds returns every create's hold (holds.go).
+	createHolds(ctx context.Context) ([]CreateHold, error)
+	// dropCreateHold deletes a create's hold, whichever create took it; ok is false when the
+	// tenant has no hold of the name.
+	dropCreateHold(ctx context.Context, tenant, name string) (h CreateHold, ok bool, err error)
 	// usage returns a tenant's usage, recorded and held.
 	usage(ctx context.Context, tenant string) (usage, error)
 	// usages returns every tenant's usage that the store knows of.
@@ -65,10 +71,10 @@ func (u usage) minus(v usage) usage { return usage{u.volumes - v.volumes, u.byte
 // hold is room in a tenant's quota a store keeps for one call in flight.
 type hold struct {
 	tenant string
-	key    string // the store's name for it (etcd: its key)
+	key    string // the store's name for it (etcd: its key; bbolt: a create's key in the file, "" for an expansion)
 	usage
-	rev     int64 // etcd: the revision that put it
-	adopted bool  // etcd: it took over the hold of an earlier create of the same name
+	rev     int64 // the version that put it (etcd: its revision; bbolt: a create's sequence number)
+	adopted bool  // it took over the hold of an earlier create of the same name
 }
 
 // change is what recording r over old (nil: a new object) changes in the tenant's usage:

@@ -14,13 +14,14 @@ import (
 
 // boltStore is the Store of a single central gateway: a bbolt file, each change committed
 // (and synced) before the call that made it is answered. Usage is counted from the records
-// when the file is opened and kept in memory with the holds, which die with the process
-// (as do the calls that took them). One process at a time may open the file.
+// and the creates' holds (kept in the file: store_bbolt_holds.go) when the file is opened,
+// and kept in memory with the expansions' holds, which die with the process (as do the calls
+// that took them). One process at a time may open the file.
 type boltStore struct {
 	db *bolt.DB
 
 	mu   sync.Mutex
-	used map[string]usage // recorded and held, per tenant
+	used map[string]usage // recorded and held (creates' holds in the file, expansions' here), per tenant
 
 	locks boltLocks // the operations in flight (oplock_bbolt.go)
 }
@@ -30,12 +31,15 @@ var (
 	namesBucket   = []byte("names")   // kind + backend name → backend ID
 )
 
+// ErrLedgerInUse is OpenBolt's refusal of a file another process (a running gateway) has open.
+var ErrLedgerInUse = errors.New("in use by another process (one gateway per ledger)")
+
 // OpenBolt opens (creating it if needed) the ledger file at path.
 func OpenBolt(path string) (Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("%s is in use by another process (one gateway per ledger)", path)
+			return nil, fmt.Errorf("%s: %w", path, ErrLedgerInUse)
 		}
 		return nil, err
 	}
@@ -50,6 +54,9 @@ func OpenBolt(path string) (Store, error) {
 			}
 		}
 		if err := openOwned(tx); err != nil {
+			return err
+		}
+		if err := openCreateHolds(tx, s.used); err != nil {
 			return err
 		}
 		return tx.Bucket(objectsBucket).ForEach(func(k, v []byte) error {
@@ -100,8 +107,16 @@ func (s *boltStore) byName(_ context.Context, kind Kind, name string) (backendID
 func (s *boltStore) record(_ context.Context, kind Kind, backendID string, r Record, h *hold) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var delta usage
+	var delta, held usage
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		if h != nil && h.key != "" {
+			var err error
+			if held, err = takeCreateHold(tx, h.key); err != nil {
+				return err
+			}
+		} else if h != nil {
+			held = h.usage
+		}
 		objects := tx.Bucket(objectsBucket)
 		old, err := boltRecord(objects, kind, backendID)
 		if err != nil {
@@ -129,10 +144,7 @@ func (s *boltStore) record(_ context.Context, kind Kind, backendID string, r Rec
 	if err != nil {
 		return err
 	}
-	if h != nil {
-		delta = delta.minus(h.usage)
-	}
-	s.used[r.Tenant] = s.used[r.Tenant].plus(delta)
+	s.used[r.Tenant] = s.used[r.Tenant].plus(delta).minus(held)
 	return nil
 }
 
@@ -173,9 +185,12 @@ func (s *boltStore) forget(_ context.Context, kind Kind, backendID string) error
 	return nil
 }
 
-func (s *boltStore) hold(_ context.Context, tenant string, want usage, _ string, admit func(usage) error) (*hold, error) {
+func (s *boltStore) hold(_ context.Context, tenant string, want usage, create string, admit func(usage) error) (*hold, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if create != "" {
+		return s.holdCreate(tenant, want, create, admit)
+	}
 	if err := admit(s.used[tenant]); err != nil {
 		return nil, err
 	}
@@ -183,10 +198,18 @@ func (s *boltStore) hold(_ context.Context, tenant string, want usage, _ string,
 	return &hold{tenant: tenant, usage: want}, nil
 }
 
+// release gives an expansion's hold back, and deletes a create's from the file unless it took
+// over an earlier create's (whose outcome is still unknown) or another create took it over
+// since; a delete that fails leaves the hold to the name's next create, as with etcd.
 func (s *boltStore) release(h *hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.used[h.tenant] = s.used[h.tenant].minus(h.usage)
+	switch {
+	case h.key == "":
+		s.used[h.tenant] = s.used[h.tenant].minus(h.usage)
+	case !h.adopted:
+		s.dropBoltCreateHold(h.tenant, []byte(h.key), uint64(h.rev))
+	}
 }
 
 func (s *boltStore) usage(_ context.Context, tenant string) (usage, error) {

@@ -311,26 +311,23 @@ func decodeRecord(kv *mvccpb.KeyValue) (*Record, error) {
 	return r, nil
 }
 
-// usageJSON is a usage or a hold as etcd keeps it.
-type usageJSON struct {
-	Volumes int64 `json:"v,omitempty"`
-	Bytes   int64 `json:"b,omitempty"`
-}
+func encodeUsage(u usage) string { return string(encodeHold(u, time.Time{})) }
 
-func encodeUsage(u usage) string {
-	v, _ := json.Marshal(usageJSON{u.volumes, u.bytes}) // cannot fail
-	return string(v)
-}
-
+// decodeUsage reads a usage or a hold (holdJSON).
 func decodeUsage(kv *mvccpb.KeyValue) (usage, error) {
+	h, err := decodeHold(kv)
+	return h.usage(), err
+}
+
+func decodeHold(kv *mvccpb.KeyValue) (holdJSON, error) {
+	var h holdJSON
 	if kv == nil {
-		return usage{}, nil
+		return h, nil
 	}
-	var u usageJSON
-	if err := json.Unmarshal(kv.Value, &u); err != nil {
-		return usage{}, fmt.Errorf("usage %q: %w", kv.Key, err)
+	if err := json.Unmarshal(kv.Value, &h); err != nil {
+		return h, fmt.Errorf("usage %q: %w", kv.Key, err)
 	}
-	return usage{u.Volumes, u.Bytes}, nil
+	return h, nil
 }
 
 func (s *etcdStore) lookup(ctx context.Context, kind Kind, backendID string) (Record, bool, error) {
@@ -435,12 +432,13 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 			return false, err
 		}
 		key, opts, adopted, lease := "", []clientv3.OpOption(nil), false, clientv3.LeaseID(0)
+		value := encodeUsage(want)
 		if create != "" {
 			// A create's hold, keyed by its name and bound to no lease: it outlives its
 			// replica, whose backend call may have created the volume, until a create of
 			// the name is recorded (or fails). A create of a name that has one takes it
 			// over rather than holding the room twice.
-			key = s.createHoldKey(tenant, create)
+			key, value = s.createHoldKey(tenant, create), string(encodeHold(want, time.Now()))
 			kvs = slices.DeleteFunc(kvs, func(kv *mvccpb.KeyValue) bool {
 				adopted = adopted || string(kv.Key) == key
 				return string(kv.Key) == key
@@ -463,7 +461,7 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
 		var resp *clientv3.TxnResponse
 		err = s.request(ctx, func(ctx context.Context) (err error) {
-			resp, err = s.client.Txn(ctx).If(notSince).Then(clientv3.OpPut(key, encodeUsage(want), opts...)).Commit()
+			resp, err = s.client.Txn(ctx).If(notSince).Then(clientv3.OpPut(key, value, opts...)).Commit()
 			return err
 		})
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
