@@ -45,6 +45,9 @@ var ErrNoHold = errors.New("no such create hold")
 // known to hold no volume of that name (its create is never to be retried): were the volume
 // there, the tenant could go over its quota.
 func ReleaseCreateHold(ctx context.Context, store Store, tenant, name string) (CreateHold, error) {
+	if err := ValidTenantName(tenant); err != nil {
+		return CreateHold{}, err
+	}
 	h, ok, err := store.dropCreateHold(ctx, tenant, name)
 	if err == nil && !ok {
 		err = fmt.Errorf("tenant %s: %w of the name %q (`csi-gateway ledger holds` lists them)", tenant, ErrNoHold, name)

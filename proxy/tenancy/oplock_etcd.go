@@ -90,8 +90,8 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 		}
 		var resp *clientv3.TxnResponse
 		err = s.request(ctx, func(ctx context.Context) (err error) {
-			resp, err = s.client.Txn(ctx).If(s.freeOf(op)...).Then(ops...).
-				Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix())).Commit()
+			resp, err = s.client.Txn(ctx).If(append(s.freeOf(op), s.notFenced())...).Then(ops...).
+				Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix()), s.readFence()).Commit()
 			return err
 		})
 		if err != nil || !resp.Succeeded {
@@ -105,6 +105,9 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 			return nil, nil, err
 		case resp.Succeeded:
 			return func() { s.unlock(ctx, name, until) }, nil, nil
+		}
+		if err := s.fenced(resp.Responses[1]); err != nil {
+			return nil, nil, err // a migration's fence (fence.go)
 		}
 		held, err := s.heldBy(op, resp.Responses[0].GetResponseRange().GetKvs(), resp.Header.Revision)
 		if held != nil || err != nil {

@@ -59,7 +59,8 @@ const (
 //	PREFIX owned/TENANT/KIND/BACKEND-ID the index of the tenant's records (store_owned.go)
 //
 // (The operations in flight on each object, bound to the replicas' leases too, go under
-// PREFIX ops/, beside these: see oplock_etcd.go.)
+// PREFIX ops/, beside these: see oplock_etcd.go; and `ledger migrate`'s fence, PREFIX fence,
+// which every write transaction compares absent: fence.go.)
 //
 // A hold is admitted by a transaction that puts its key only if no key under
 // tenants/TENANT/ has changed since the usage the quota was checked against was read (a
@@ -263,16 +264,20 @@ func (s *etcdStore) readPrefix(ctx context.Context, prefix string) ([]*mvccpb.Ke
 	return resp.Kvs, resp.Header.Revision, nil
 }
 
-// commit runs ops if every compare holds, and reports whether they did.
+// commit runs ops if every compare holds and the ledger is not fenced (fence.go), and reports
+// whether they did; a fenced ledger is an error.
 func (s *etcdStore) commit(ctx context.Context, cmps []clientv3.Cmp, ops ...clientv3.Op) (bool, error) {
 	var resp *clientv3.TxnResponse
 	if err := s.request(ctx, func(ctx context.Context) (err error) {
-		resp, err = s.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		resp, err = s.client.Txn(ctx).If(append(cmps, s.notFenced())...).Then(ops...).Else(s.readFence()).Commit()
 		return err
 	}); err != nil {
 		return false, err
 	}
-	return resp.Succeeded, nil
+	if !resp.Succeeded {
+		return false, s.fenced(resp.Responses[0])
+	}
+	return true, nil
 }
 
 // update runs attempt until it commits: each attempt reads what it needs and commits only if
@@ -461,7 +466,7 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 		notSince := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
 		var resp *clientv3.TxnResponse
 		err = s.request(ctx, func(ctx context.Context) (err error) {
-			resp, err = s.client.Txn(ctx).If(notSince).Then(clientv3.OpPut(key, value, opts...)).Commit()
+			resp, err = s.client.Txn(ctx).If(notSince, s.notFenced()).Then(clientv3.OpPut(key, value, opts...)).Else(s.readFence()).Commit()
 			return err
 		})
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -471,10 +476,11 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 		if err != nil {
 			return false, err
 		}
-		if resp.Succeeded {
-			h = &hold{tenant: tenant, key: key, usage: want, rev: resp.Header.Revision, adopted: adopted}
+		if !resp.Succeeded {
+			return false, s.fenced(resp.Responses[0]) // nil: another write came first, check again
 		}
-		return resp.Succeeded, nil
+		h = &hold{tenant: tenant, key: key, usage: want, rev: resp.Header.Revision, adopted: adopted}
+		return true, nil
 	})
 	return h, err
 }
