@@ -16,7 +16,8 @@ import (
 	"github.com/csi-gateway/csi-gateway/proxy/tenancy"
 )
 
-const ledgerLong = `Back up, restore and move the tenancy ledger of a central gateway.
+const ledgerLong = `Back up, restore and move the tenancy ledger of a central gateway, and
+release the quota holds of creates that will never be retried.
 
 A STORE is one of:
 
@@ -34,13 +35,22 @@ recorded by the orchestrator's retry, as after a crash.
 import refuses a store that holds records unless --merge (then importing the same file
 again changes nothing). migrate copies one store into another, empty one, then exports
 both and compares the counts per kind and tenant and the SHA-256 of the exports; a target
-that already holds exactly the source's records is left as it is.
+that already holds exactly the source's records is left as it is. An etcd source is fenced
+first: every gateway still using it has its writes refused (UNAVAILABLE, naming the fence),
+so none can be missed by the copy. The fence stays after a verified migration (point the
+gateways at the target) and is lifted if the migration fails; unfence lifts it by hand.
+A bbolt source needs none: a running gateway keeps its file from the command.
+
+holds lists the quota holds of creates whose outcome is not known yet; release-hold deletes
+one, once the backend is known to hold no volume of its name.
 
 Exit status: 0; 1 on an error, or when migrate's copy does not match.`
 
 const ledgerExample = `  csi-gateway ledger export --store bbolt:/var/lib/csi-gateway/tenancy.db -o ledger.json
   csi-gateway ledger import --store config:/etc/csi-gateway/config.yaml ledger.json
-  csi-gateway ledger migrate --from bbolt:/var/lib/csi-gateway/tenancy.db --to config:/etc/csi-gateway/config.yaml`
+  csi-gateway ledger migrate --from bbolt:/var/lib/csi-gateway/tenancy.db --to config:/etc/csi-gateway/config.yaml
+  csi-gateway ledger holds --store config:/etc/csi-gateway/config.yaml -o json
+  csi-gateway ledger release-hold --store config:/etc/csi-gateway/config.yaml --tenant blue --name blue.pvc-7`
 
 func newLedgerCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -49,7 +59,8 @@ func newLedgerCommand() *cobra.Command {
 		Long:    ledgerLong,
 		Example: ledgerExample,
 	}
-	cmd.AddCommand(newLedgerExportCommand(), newLedgerImportCommand(), newLedgerMigrateCommand())
+	cmd.AddCommand(newLedgerExportCommand(), newLedgerImportCommand(), newLedgerMigrateCommand(), newLedgerUnfenceCommand(),
+		newLedgerHoldsCommand(), newLedgerReleaseHoldCommand())
 	return cmd
 }
 
@@ -123,8 +134,35 @@ func newLedgerMigrateCommand() *cobra.Command {
 	return cmd
 }
 
-// migrateLedger copies from into to and compares their exports, printing both summaries.
-func migrateLedger(ctx context.Context, out io.Writer, from, to string) error {
+func newLedgerUnfenceCommand() *cobra.Command {
+	var store string
+	cmd := subcommand("unfence --store STORE", "Let gateways write to a ledger in etcd that migrate fenced", cobra.NoArgs,
+		func(cmd *cobra.Command, _ []string) error {
+			s, err := openLedgerStore("--store", store, true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			removed, err := tenancy.Unfence(cmd.Context(), s)
+			switch {
+			case err != nil:
+				return fmt.Errorf("unfence %s: %w", store, err)
+			case removed:
+				fmt.Fprintf(cmd.OutOrStdout(), "lifted the fence of %s: gateways using it write to it again\n", store)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s has no fence\n", store)
+			}
+			return nil
+		})
+	ledgerStoreFlag(cmd, &store, "store", "the ledger to unfence")
+	return cmd
+}
+
+// migrateLedger fences from (etcd: no gateway writes to it any more), copies it into to and
+// compares their exports, printing both summaries. A fence it put is lifted if the migration
+// fails, and stays when it succeeds: gateways still using the source cannot write what the
+// target would miss.
+func migrateLedger(ctx context.Context, out io.Writer, from, to string) (err error) {
 	src, err := openLedgerStore("--from", from, true)
 	if err != nil {
 		return err
@@ -135,6 +173,34 @@ func migrateLedger(ctx context.Context, out io.Writer, from, to string) error {
 		return err
 	}
 	defer dst.Close()
+	fenced, added, err := tenancy.Fence(ctx, src, "csi-gateway ledger migrate to "+to)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", from, err)
+	}
+	if added {
+		fmt.Fprintf(out, "fenced %s: the gateways using it can no longer write to it\n", from)
+		defer func() {
+			if err == nil {
+				return
+			}
+			if _, uerr := tenancy.Unfence(context.WithoutCancel(ctx), src); uerr != nil {
+				err = fmt.Errorf("%w; and lifting the fence of %s failed: %v (run `csi-gateway ledger unfence --store %s`)", err, from, uerr, from)
+				return
+			}
+			fmt.Fprintf(out, "lifted the fence of %s: the migration failed\n", from)
+		}()
+	}
+	if err := copyLedger(ctx, out, src, dst, from, to); err != nil {
+		return err
+	}
+	if fenced {
+		fmt.Fprintf(out, "%s stays fenced: point the gateways at %s (`csi-gateway ledger unfence --store %s` makes it writable again)\n", from, to, from)
+	}
+	return nil
+}
+
+// copyLedger imports src's export into dst and compares their exports.
+func copyLedger(ctx context.Context, out io.Writer, src, dst tenancy.Store, from, to string) error {
 	want, err := tenancy.Export(ctx, src)
 	if err != nil {
 		return fmt.Errorf("export from %s: %w", from, err)
@@ -243,6 +309,9 @@ func openLedgerStore(flag, spec string, source bool) (tenancy.Store, error) {
 		}
 	}
 	s, _, err := t.loadAndOpenStore(slog.New(slog.DiscardHandler))
+	if errors.Is(err, tenancy.ErrLedgerInUse) {
+		return nil, fmt.Errorf("%s %s: %w: stop the central gateway first (a ledger in etcd is worked on while the gateways run)", flag, spec, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", flag, spec, err)
 	}

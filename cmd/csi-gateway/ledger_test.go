@@ -39,7 +39,8 @@ func runLedger(t *testing.T, args ...string) (string, error) {
 // TestLedgerCommand drives the real binary: an export imported into a bbolt file (refused the
 // second time without --merge, a no-op with it), migrated to a real 3-member etcd named by a
 // gateway configuration file (mTLS) and back into a new bbolt file, whose export is the same
-// bytes; a migration into a store that holds other records reports the mismatch and fails.
+// bytes; the etcd source stays fenced (writes refused) until unfence; a migration into a store
+// that holds other records reports the mismatch and fails, lifting the fence it put.
 func TestLedgerCommand(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name, text string) string {
@@ -70,6 +71,16 @@ func TestLedgerCommand(t *testing.T) {
 			t.Fatalf("migrate %s to %s: %v\n%s", step[0], step[1], err, out)
 		}
 	}
+	// The etcd source stays fenced: no gateway still on it writes what the copy misses.
+	if out, err := runLedger(t, "import", "--merge", "--store", etcd, in); err == nil || !strings.Contains(out, "is fenced (csi-gateway ledger migrate to "+back) {
+		t.Errorf("import into the migrated etcd ledger: %v\n%s\nwant refused, naming the migration's fence", err, out)
+	}
+	if out, err := runLedger(t, "unfence", "--store", etcd); err != nil || !strings.Contains(out, "lifted the fence") {
+		t.Errorf("unfence: %v\n%s", err, out)
+	}
+	if out, err := runLedger(t, "import", "--merge", "--store", etcd, in); err != nil {
+		t.Errorf("import once unfenced: %v\n%s", err, out)
+	}
 	exported := filepath.Join(dir, "out.json")
 	if out, err := runLedger(t, "export", "--store", back, "-o", exported); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
@@ -85,6 +96,13 @@ func TestLedgerCommand(t *testing.T) {
 	}
 	if out, err := runLedger(t, "migrate", "--from", first, "--to", other); err == nil || !strings.Contains(out, "MISMATCH") {
 		t.Errorf("migrate into a ledger with other records: %v\n%s\nwant MISMATCH and a failure", err, out)
+	}
+	// A failed migration lifts the fence it put: the gateways on the source write again.
+	if out, err := runLedger(t, "migrate", "--from", etcd, "--to", other); err == nil || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "lifted the fence") {
+		t.Errorf("a failed migration from etcd: %v\n%s\nwant MISMATCH and the fence lifted", err, out)
+	}
+	if out, err := runLedger(t, "import", "--merge", "--store", etcd, in); err != nil {
+		t.Errorf("import after a failed migration: %v\n%s", err, out)
 	}
 	if out, err := runLedger(t, "export", "--store", "bbolt:"+filepath.Join(dir, "missing.db")); err == nil || !strings.Contains(out, "no such file") {
 		t.Errorf("export of a missing file: %v\n%s", err, out)
