@@ -29,8 +29,8 @@ A STORE is one of:
 An export is the ledger's records (which tenant owns which backend object, the names they
 were created under, volumes' bytes) with each tenant's counts, as canonical JSON: the same
 records give the same bytes, whichever store they come from. It holds no quota holds nor
-operation locks: they belong to calls in flight and die with them; such a call is
-recorded by the orchestrator's retry, as after a crash.
+operation locks: they belong to calls in flight (a create's hold, to the retry of its
+name); such a call is recorded by the orchestrator's retry, as after a crash.
 
 import refuses a store that holds records unless --merge (then importing the same file
 again changes nothing). migrate copies one store into another, empty one, then exports

@@ -15,7 +15,9 @@
 //     tenant's objects are neither reached nor revealed, even to a caller who guesses a
 //     backend ID. The Ledger keeps its state in a Store: a bbolt file for one central gateway
 //     (OpenBolt), or etcd for any number of replicas (OpenEtcd), where every change is a
-//     transaction and quota holds are bound to the replica's lease.
+//     transaction. A create's quota hold outlives the process or replica that took it until
+//     the name's retry records the volume (CreateHolds lists them, ReleaseCreateHold deletes
+//     one); `ledger migrate` fences an etcd ledger against every replica's writes (Fence).
 //   - List calls return only the tenant's entries, page by page, with the backend's own
 //     pagination tokens sealed (AES-GCM) for the tenant and the listing: they stay valid as
 //     long as the backend's do, reveal nothing of other tenants, and another tenant's token,

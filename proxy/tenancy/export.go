@@ -21,9 +21,9 @@ const DumpFormat = "csi-gateway-ledger/1"
 // between stores: every object a tenant owns, the backend name it was created under and a
 // volume's bytes, with each tenant's counts (which a reader checks against the objects).
 //
-// It holds no quota holds and no operation locks: they belong to calls in flight in the
-// processes that took them, die with those processes, and would, restored where no such
-// call runs, only keep room or objects locked until they expired. The ledger follows the
+// It holds no quota holds and no operation locks: they belong to calls in flight (or, for a
+// create's hold, to the retry of its name), and would, restored where no such call runs,
+// only keep room or objects locked until they expired or were released. The ledger follows the
 // backend, so a call in flight at export time is recorded by the orchestrator's retry, as
 // after a crash. Encoded (Encode), a Dump is canonical: the same records give the same bytes
 // whichever store they came from, so its Checksum compares ledgers.
