@@ -40,6 +40,9 @@ func TestLedgerStores(t *testing.T) {
 		{"LockConflicts", testLockConflicts},
 		{"LockIdenticalWaits", testLockIdenticalWaits},
 		{"LockOutlivesItsHolder", testLockOutlivesItsHolder},
+		{"CreateOfALostVolume", testCreateOfALostVolume},
+		{"CreateOfALostVolumeUnrecorded", testCreateOfALostVolumeUnrecorded},
+		{"RecordReplacesItsNamesStaleRecord", testRecordReplacesItsNamesStaleRecord},
 	}
 	run := func(t *testing.T, fresh func(t *testing.T) opener) {
 		for _, b := range shared {
@@ -70,6 +73,7 @@ func TestLedgerStores(t *testing.T) {
 			{"RevokedLeaseFreesHolds", testRevokedLeaseFreesHolds},
 			{"DeadReplicasHoldsExpire", testDeadReplicasHoldsExpire},
 			{"DeadReplicasCreateHoldStays", testDeadReplicasCreateHoldStays},
+			{"CreateOfALostVolumeDeleteRetried", testCreateOfALostVolumeDeleteRetried},
 		} {
 			t.Run(b.name, func(t *testing.T) { b.test(t, fresh(t)) })
 		}
