@@ -11,14 +11,14 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// create sends a create call (req, scoped) and records
+// create sends a create call (req, scoped; given is the name the tenant gave) and records
 // what it created as the tenant's. A volume first takes its place in the tenant's quota —
 // also when the ledger records a volume under its name: the create is then a retry, which
 // answers that volume (its record turns the hold back into nothing new), or the backend lost
 // that volume (a delete that reached it and was not forgotten) and makes a new one, which the
 // hold counts until it is recorded in the lost one's place (reserve leaves the recorded
 // volume's room to the create, so a retry is never refused for the room its own volume takes).
-func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, error) {
+func (c *call) create(ctx context.Context, req proto.Message, given string) (proto.Message, error) {
 	name := nameOf(req)
 	var requested int64
 	var res *reservation
@@ -43,7 +43,7 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 	if !ok {
 		return nil, status.Errorf(codes.Internal, "csi-gateway: the backend's answer to %s names no %s", c.method, kind)
 	}
-	rec := Record{Name: name}
+	rec := Record{Name: name, Asked: asked(c.tenant, given, name)}
 	if cv, ok := resp.(*csi.CreateVolumeResponse); ok {
 		rec.Bytes = cv.GetVolume().GetCapacityBytes()
 		if rec.Bytes == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -189,6 +190,38 @@ func TestRetryOverALoweredQuota(t *testing.T) {
 	wantCode(t, err, codes.ResourceExhausted, "quota")
 	if u := w.ledger.usageNow("blue"); u != (usage{2, 2 * mib}) {
 		t.Errorf("blue's usage = %+v; want its two volumes", u)
+	}
+}
+
+// TestDeleteNameOfLongNames: a name too long to take the tenant's prefix whole (its backend
+// name cut and hashed) is kept in its record, so that a delete of its volume can lock the
+// name (CreatedAs) as a delete of a short name's does; a record written before records kept
+// it still reads, without the name.
+func TestDeleteNameOfLongNames(t *testing.T) {
+	w := newWorld(t, nil)
+	long := strings.Repeat("n", 120) + "-long"
+	short := "pvc-1"
+	lookalike := strings.Repeat("x", 96) + "-" + strings.Repeat("a", nameHashLen) // "blue." + it: 128 bytes, as a cut and hashed name
+	for _, name := range []string{long, short, lookalike} {
+		id := w.createVolume("blue", name, mib)
+		if got, ok, err := w.ledger.CreatedAs(t.Context(), "blue", Volume, id); err != nil || !ok || got != name {
+			t.Errorf("CreatedAs(%s) = %q, %t, %v; want %q", id, got, ok, err, name)
+		}
+		rec, _, _ := w.ledger.Lookup(t.Context(), Volume, unscope(t, "blue", id))
+		if (rec.Asked != "") != (name != short) {
+			t.Errorf("the record of %q keeps %q as the name asked; want it only when the backend name does not show it beyond doubt", name, rec.Asked)
+		}
+		if _, ok, _ := w.ledger.CreatedAs(t.Context(), "green", Volume, "green."+unscope(t, "blue", id)); ok {
+			t.Errorf("green is told the name of blue's %s", id)
+		}
+	}
+	old := strings.Repeat("o", 128)
+	scoped, _ := ScopeName("blue", old)
+	if err := w.ledger.Record(t.Context(), Volume, "vol-old", Record{Tenant: "blue", Name: scoped}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := w.ledger.CreatedAs(t.Context(), "blue", Volume, "blue.vol-old"); err != nil || ok {
+		t.Errorf("CreatedAs of a long name recorded without it = %q, %t, %v; want not known", got, ok, err)
 	}
 }
 

@@ -22,7 +22,7 @@ type Store interface {
 	// record gives a backend object to r.Tenant or updates its record, keeping the tenant's
 	// volumes and bytes in step; h, if not nil, is the hold the call took for it, which
 	// becomes recorded usage in the same step. A record of another tenant's object is
-	// errOwnedElsewhere. An empty r.Name keeps the recorded one. The ledger
+	// errOwnedElsewhere. An empty r.Name keeps the recorded one (and its Asked). The ledger
 	// keeps one object per name, as CSI's backends do: a record of another object of the
 	// tenant under r.Name (stale: one the backend no longer has, since it answered a create
 	// of the name with this one) is forgotten in the same step (replaced).
@@ -105,7 +105,7 @@ func merge(old *Record, r Record) (Record, error) {
 		return r, errOwnedElsewhere
 	}
 	if r.Name == "" {
-		r.Name = old.Name
+		r.Name, r.Asked = old.Name, old.Asked
 	}
 	return r, nil
 }
