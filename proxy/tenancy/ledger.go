@@ -15,7 +15,9 @@ import (
 // The ledger follows the backend: an object is recorded after the backend created it and
 // forgotten after the backend deleted it. A crash in between is healed by the retry the
 // orchestrator makes (a create of the same name returns the same object and records it; a
-// delete of a deleted object is OK and forgets it).
+// delete of a deleted object is OK and forgets it; a create of a name whose object the
+// backend deleted before the ledger forgot it makes a new one, whose record replaces the
+// stale one: Store.record).
 type Ledger struct {
 	store  Store
 	quotas map[string]Quota
