@@ -32,10 +32,10 @@ type Store interface {
 	forget(ctx context.Context, kind Kind, backendID string) error
 	// hold reserves want in tenant's usage if admit, shown the tenant's usage (recorded and
 	// held) at that moment, returns nil; otherwise it returns admit's error. No two holds
-	// are admitted against the same usage. admit may read records (byName, lookup): a
-	// record it finds was forgotten after the usage it is shown was read fails the hold's
-	// step, which starts again (etcd: forgetting a volume changes the usage; bbolt: nothing
-	// is forgotten while admit runs). create is the backend name of the volume a create
+	// are admitted against the same usage. admit may read records (byName, lookup), after
+	// the usage it is shown: a volume forgotten in between changes that usage, and the
+	// hold's step starts again (etcd: forgetting a volume writes the tenant's usage key;
+	// bbolt: nothing is forgotten while admit runs). create is the backend name of the volume a create
 	// holds room for ("" for an expansion): the etcd store keeps such a hold until a create
 	// of that name is recorded or fails, even past its replica's death (store_etcd.go).
 	hold(ctx context.Context, tenant string, want usage, create string, admit func(used usage) error) (*hold, error)
