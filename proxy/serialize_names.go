@@ -23,9 +23,10 @@ var createdUnder = map[string]struct {
 // by its name and a delete by the object's ID, so without it a create of a name could run
 // beside the delete of the volume created under it — on two replicas, or on one — and either
 // record a volume the delete has just removed (a ledger entry of nothing) or, the delete
-// done, create the volume anew without a quota hold (it was a retry when it started). ok is
-// false when the delete has no such lock: the tenant owns no such object, or its name is too
-// long to be told from its backend name (tenancy.Ledger.CreatedAs).
+// done, create the volume anew (it was a retry when it started). ok is false when the delete
+// has no such lock: the tenant owns no such object, or its name cannot be told — a name too
+// long to take the tenant's prefix whole, recorded before records kept it
+// (tenancy.Ledger.CreatedAs).
 func nameLock(ctx context.Context, ledger *tenancy.Ledger, tenant string, op *operation, lock tenancy.Operation) (tenancy.Operation, bool, error) {
 	k, ok := createdUnder[op.method]
 	if !ok {

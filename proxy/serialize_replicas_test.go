@@ -221,15 +221,26 @@ func TestReplicasIdenticalCreatesOneVolume(t *testing.T) {
 // delete's lock of the name the create would find the volume being deleted and record it
 // after the delete forgot it (a ledger entry of nothing), or create it anew outside the quota
 // once the delete was done. The chaos test (test/e2e TestChaosReplicasUnderLoad) found both.
+// The same with a name too long to take the tenant's prefix whole: its backend name is cut
+// and hashed, and the delete finds the name in the volume's record (it locked none before).
 func TestReplicasCreateBesideDeleteOfItsVolume(t *testing.T) {
 	cluster := tu.StartEtcd(t, 3)
+	for _, tc := range []struct{ what, name string }{
+		{"short", "pvc-1"},
+		{"long", strings.Repeat("p", 120) + "-long"},
+	} {
+		t.Run(tc.what, func(t *testing.T) { testCreateBesideDeleteOfItsVolume(t, cluster, tc.name) })
+	}
+}
+
+func testCreateBesideDeleteOfItsVolume(t *testing.T, cluster *tu.EtcdCluster, name string) {
 	be := newRacyBackend(0, nil)
 	be.deleting = make(chan struct{})
 	prefix := "/" + t.Name() + "/"
 	deleting := startReplica(t, TransportGRPC, be, openEtcdLedger(t, cluster, prefix, nil))
 	creating := startReplica(t, TransportFrames, be, openEtcdLedger(t, cluster, prefix, nil))
 	ctx := serverCallCtx(t)
-	first, err := creating.create(ctx, serverCreateVolumeRequest("pvc-1"))
+	first, err := creating.create(ctx, serverCreateVolumeRequest(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +251,7 @@ func TestReplicasCreateBesideDeleteOfItsVolume(t *testing.T) {
 		deleted <- err
 	}()
 	<-be.entered // the delete is in the backend
-	_, err = creating.create(ctx, serverCreateVolumeRequest("pvc-1"))
+	_, err = creating.create(ctx, serverCreateVolumeRequest(name))
 	if st := status.Convert(err); st.Code() != codes.Aborted || !strings.Contains(st.Message(), "DeleteVolume is already in progress on another replica") {
 		t.Errorf("a create of the name of a volume being deleted: %v %q; want ABORTED naming the delete", st.Code(), st.Message())
 	}
@@ -248,7 +259,7 @@ func TestReplicasCreateBesideDeleteOfItsVolume(t *testing.T) {
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
-	again, err := creating.create(ctx, serverCreateVolumeRequest("pvc-1"))
+	again, err := creating.create(ctx, serverCreateVolumeRequest(name))
 	if err != nil {
 		t.Fatal(err)
 	}

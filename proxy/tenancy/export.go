@@ -48,6 +48,7 @@ type DumpObject struct {
 	ID     string `json:"id"`   // its backend ID
 	Tenant string `json:"tenant"`
 	Name   string `json:"name,omitempty"`  // the backend name it was created under
+	Asked  string `json:"asked,omitempty"` // the name the tenant gave, when Name does not show it (Record.Asked)
 	Bytes  int64  `json:"bytes,omitempty"` // a volume's capacity
 }
 
@@ -83,7 +84,7 @@ func Export(ctx context.Context, store Store) (*Dump, error) {
 		if err != nil {
 			return fmt.Errorf("object %q: %w", id, err)
 		}
-		objects = append(objects, DumpObject{Kind: name, ID: id, Tenant: r.Tenant, Name: r.Name, Bytes: r.Bytes})
+		objects = append(objects, DumpObject{Kind: name, ID: id, Tenant: r.Tenant, Name: r.Name, Asked: r.Asked, Bytes: r.Bytes})
 		return nil
 	})
 	if err != nil {
@@ -251,7 +252,7 @@ func Import(ctx context.Context, store Store, d *Dump, merge bool) error {
 			defer func() { <-slots }()
 			for _, o := range objects {
 				kind, _ := dumpKind(o.Kind) // ReadDump checked it
-				if err := store.record(ctx, kind, o.ID, Record{Tenant: o.Tenant, Name: o.Name, Bytes: o.Bytes}, nil); err != nil {
+				if err := store.record(ctx, kind, o.ID, Record{Tenant: o.Tenant, Name: o.Name, Asked: o.Asked, Bytes: o.Bytes}, nil); err != nil {
 					cancel(fmt.Errorf("%s %q of %s: %w", o.Kind, o.ID, o.Tenant, err))
 					return
 				}

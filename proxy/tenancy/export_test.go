@@ -20,6 +20,9 @@ func syntheticDump(n int) *Dump {
 		if i%2 == 0 {
 			o.Name = fmt.Sprintf("pvc-%05d", i)
 		}
+		if i%10 == 0 {
+			o.Asked = fmt.Sprintf("long-pvc-%05d", i) // as the name a tenant gave, too long to show in Name
+		}
 		if o.Kind == "volume" {
 			o.Bytes = int64(i) << 20
 		}

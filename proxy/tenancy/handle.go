@@ -40,7 +40,7 @@ func (l *Ledger) Handle(ctx context.Context, tenant, method string, req proto.Me
 	case c.b.deletes != 0:
 		return c.delete(ctx, scoped)
 	case len(c.b.creates) > 0:
-		return c.create(ctx, scoped)
+		return c.create(ctx, scoped, nameOf(req))
 	case method == expandVolume:
 		return c.expand(ctx, scoped.(*csi.ControllerExpandVolumeRequest))
 	}

@@ -15,7 +15,9 @@ import (
 // The ledger follows the backend: an object is recorded after the backend created it and
 // forgotten after the backend deleted it. A crash in between is healed by the retry the
 // orchestrator makes (a create of the same name returns the same object and records it; a
-// delete of a deleted object is OK and forgets it).
+// delete of a deleted object is OK and forgets it; a create of a name whose object the
+// backend deleted before the ledger forgot it makes a new one, whose record replaces the
+// stale one: Store.record).
 type Ledger struct {
 	store  Store
 	quotas map[string]Quota
@@ -33,7 +35,21 @@ type Quota struct {
 type Record struct {
 	Tenant string `json:"t"`
 	Name   string `json:"n,omitempty"` // the backend's (scoped) name, when the object was created by name
-	Bytes  int64  `json:"b,omitempty"` // volumes: their capacity
+	// Asked is the name as the tenant sent it, when Name does not show it beyond doubt: a
+	// name too long to take the tenant's prefix whole, cut and hashed (ScopeName), or one
+	// that looks so. Records written before it existed have none.
+	Asked string `json:"a,omitempty"`
+	Bytes int64  `json:"b,omitempty"` // volumes: their capacity
+}
+
+// asked is the Asked of the record of an object a tenant created under name (scoped: its
+// backend name): "" when scoped shows it beyond doubt, name otherwise (cut and hashed, or
+// looking so).
+func asked(tenant, name, scoped string) string {
+	if scoped == prefix(tenant)+name && !cutAndHashed(scoped) {
+		return ""
+	}
+	return name
 }
 
 // Option configures a Ledger at New.
@@ -93,9 +109,10 @@ func (l *Ledger) Lookup(ctx context.Context, kind Kind, backendID string) (r Rec
 }
 
 // CreatedAs returns the name tenant created an object under, as the tenant sent it, given the
-// ID the tenant knows it by; ok is false when the tenant owns no such object, or when its
-// name cannot be told from the backend name (a name too long to scope whole, kept as a
-// prefix and a hash: ScopeName). A store error is UNAVAILABLE, naming the store.
+// ID the tenant knows it by: told from the backend name, or, for a name too long to scope
+// whole (kept as a prefix and a hash: ScopeName), the name its record kept (Asked). ok is
+// false when the tenant owns no such object, or when its name cannot be told: a long name
+// recorded before records kept it. A store error is UNAVAILABLE, naming the store.
 func (l *Ledger) CreatedAs(ctx context.Context, tenant string, kind Kind, id string) (name string, ok bool, err error) {
 	backendID, ok := UnscopeID(tenant, id)
 	if !ok {
@@ -108,6 +125,12 @@ func (l *Ledger) CreatedAs(ctx context.Context, tenant string, kind Kind, id str
 	name, scoped := strings.CutPrefix(r.Name, prefix(tenant))
 	if !ok || r.Tenant != tenant || !scoped {
 		return "", false, nil
+	}
+	switch {
+	case r.Asked != "":
+		name = r.Asked
+	case cutAndHashed(r.Name):
+		return "", false, nil // a long name, recorded before records kept it
 	}
 	if again, err := ScopeName(tenant, name); err != nil || again != r.Name {
 		return "", false, nil

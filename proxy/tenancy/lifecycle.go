@@ -11,23 +11,24 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// create sends a create call and records what it created as the tenant's. A new volume
-// first takes its place in the tenant's quota; a create of a name the tenant already holds is
-// a retry and needs none.
-func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, error) {
-	name := req.ProtoReflect().Get(req.ProtoReflect().Descriptor().Fields().ByName("name")).String()
+// create sends a create call (req, scoped; given is the name the tenant gave) and records
+// what it created as the tenant's. A volume first takes its place in the tenant's quota —
+// also when the ledger records a volume under its name: the create is then a retry, which
+// answers that volume (its record turns the hold back into nothing new), or the backend lost
+// that volume (a delete that reached it and was not forgotten) and makes a new one, which the
+// hold counts until it is recorded in the lost one's place (reserve leaves the recorded
+// volume's room to the create, so a retry is never refused for the room its own volume takes).
+func (c *call) create(ctx context.Context, req proto.Message, given string) (proto.Message, error) {
+	name := nameOf(req)
 	var requested int64
 	var res *reservation
 	if cv, ok := req.(*csi.CreateVolumeRequest); ok {
 		requested = requestedBytes(cv.GetCapacityRange())
-		if _, exists, err := c.l.ByName(ctx, Volume, name); err != nil {
-			return nil, ledgerError(err)
-		} else if !exists {
-			if res, err = c.reserveCreate(ctx, cv); err != nil {
-				return nil, err
-			}
-			defer res.release()
+		var err error
+		if res, err = c.reserveCreate(ctx, cv); err != nil {
+			return nil, err
 		}
+		defer res.release()
 	}
 	resp, err := c.invoke(ctx, c.method, req)
 	if err != nil {
@@ -42,7 +43,7 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 	if !ok {
 		return nil, status.Errorf(codes.Internal, "csi-gateway: the backend's answer to %s names no %s", c.method, kind)
 	}
-	rec := Record{Name: name}
+	rec := Record{Name: name, Asked: asked(c.tenant, given, name)}
 	if cv, ok := resp.(*csi.CreateVolumeResponse); ok {
 		rec.Bytes = cv.GetVolume().GetCapacityBytes()
 		if rec.Bytes == 0 {
@@ -69,6 +70,12 @@ func (c *call) create(ctx context.Context, req proto.Message) (proto.Message, er
 		return nil, err
 	}
 	return resp, c.scopeResponse(resp)
+}
+
+// nameOf is the name field of a create's request.
+func nameOf(req proto.Message) string {
+	m := req.ProtoReflect()
+	return m.Get(m.Descriptor().Fields().ByName("name")).String()
 }
 
 // outcomeUnknown reports whether a failed create may have created its object: the backend
@@ -196,6 +203,18 @@ func (c *call) reserveCreate(ctx context.Context, req *csi.CreateVolumeRequest) 
 		return nil, err
 	}
 	if limited {
+		// The room of the volume recorded under the name, and of the hold an earlier create
+		// of it left, is the create's too (reserve); read after the usage, so that what
+		// goes between the two reads is not counted as room twice.
+		recorded, err := c.l.recordedUnder(ctx, c.tenant, req.GetName())
+		if err != nil {
+			return nil, ledgerError(err)
+		}
+		held, err := c.l.store.createHeld(ctx, c.tenant, req.GetName())
+		if err != nil {
+			return nil, ledgerError(err)
+		}
+		left += recorded.bytes + held.bytes
 		if left <= 0 {
 			return nil, status.Errorf(codes.ResourceExhausted, "csi-gateway: tenant %s has used all of its maxBytes quota: delete or shrink a volume first", c.tenant)
 		}

@@ -20,7 +20,9 @@ type reservation struct {
 }
 
 // reserve holds volumes and bytes of a tenant's quota, for a create of the backend name create
-// ("" for an expansion). It fails with RESOURCE_EXHAUSTED,
+// ("" for an expansion). A volume the ledger records under that name leaves its room to the
+// create (recordedUnder): the create either answers that volume or, the backend having lost
+// it, makes the one whose record replaces it. It fails with RESOURCE_EXHAUSTED,
 // saying which limit and how much is used, when the quota has no room, and with UNAVAILABLE
 // when the store cannot be reached.
 func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int64, create string) (*reservation, error) {
@@ -28,6 +30,17 @@ func (l *Ledger) reserve(ctx context.Context, tenant string, volumes, bytes int6
 	var refused error // the quota's answer, as opposed to the store's failure
 	h, err := l.store.hold(ctx, tenant, usage{volumes, bytes}, create, func(u usage) error {
 		refused = nil
+		if create != "" {
+			// Read after u (Store.hold): never left out of u and deducted as well.
+			recorded, err := l.recordedUnder(ctx, tenant, create)
+			if err != nil {
+				return err
+			}
+			if volumes <= recorded.volumes && bytes <= recorded.bytes {
+				return nil // no more than the recorded volume's room: a retry is never refused
+			}
+			u = u.minus(recorded)
+		}
 		if q.MaxVolumes > 0 && volumes > 0 && u.volumes+volumes > q.MaxVolumes {
 			refused = status.Errorf(codes.ResourceExhausted,
 				"csi-gateway: tenant %s has %d volumes (including creates in flight) and may hold %d (its maxVolumes quota): delete a volume first", tenant, u.volumes, q.MaxVolumes)
@@ -71,6 +84,20 @@ func (r *reservation) keep() {
 		return
 	}
 	r.settled = true
+}
+
+// recordedUnder is the usage of the tenant's volume the ledger records under a backend
+// name: the room a create of that name may take in its place.
+func (l *Ledger) recordedUnder(ctx context.Context, tenant, name string) (usage, error) {
+	id, ok, err := l.store.byName(ctx, Volume, name)
+	if err != nil || !ok {
+		return usage{}, err
+	}
+	r, ok, err := l.store.lookup(ctx, Volume, id)
+	if err != nil || !ok || r.Tenant != tenant || r.Name != name {
+		return usage{}, err
+	}
+	return change(Volume, nil, r), nil
 }
 
 // bytesLeft returns how many bytes the tenant's quota has left (creates and expansions in

@@ -57,9 +57,21 @@ func ScopeName(tenant, name string) (string, error) {
 	return prefix(tenant) + name[:keep] + hash, nil
 }
 
+// cutAndHashed reports whether a backend name may be one ScopeName cut and hashed: MaxLength
+// bytes ending in "-" and nameHashLen characters of nameHash's alphabet. (A name a tenant
+// gave may look the same.)
+func cutAndHashed(scoped string) bool {
+	if len(scoped) != MaxLength || scoped[MaxLength-nameHashLen-1] != '-' {
+		return false
+	}
+	return strings.Trim(scoped[MaxLength-nameHashLen:], nameHashAlphabet) == ""
+}
+
 // nameHash spells the hash of a long name in lower-case letters and digits, which every
 // backend accepts in names; nameHashLen characters carry 130 bits.
-var nameHash = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+var nameHash = base32.NewEncoding(nameHashAlphabet).WithPadding(base32.NoPadding)
+
+const nameHashAlphabet = "0123456789abcdefghijklmnopqrstuv"
 
 const nameHashLen = 26
 

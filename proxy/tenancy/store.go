@@ -22,17 +22,29 @@ type Store interface {
 	// record gives a backend object to r.Tenant or updates its record, keeping the tenant's
 	// volumes and bytes in step; h, if not nil, is the hold the call took for it, which
 	// becomes recorded usage in the same step. A record of another tenant's object is
-	// errOwnedElsewhere. An empty r.Name keeps the recorded one.
+	// errOwnedElsewhere. An empty r.Name keeps the recorded one (and its Asked). The ledger
+	// keeps one object per name, as CSI's backends do: a record of another object of the
+	// tenant under r.Name (stale: one the backend no longer has, since it answered a create
+	// of the name with this one) is forgotten in the same step (replaced).
 	record(ctx context.Context, kind Kind, backendID string, r Record, h *hold) error
-	// forget removes a backend object's record (nothing happens if there is none).
+	// forget removes a backend object's record (nothing happens if there is none), and its
+	// name's entry if that still names it.
 	forget(ctx context.Context, kind Kind, backendID string) error
 	// hold reserves want in tenant's usage if admit, shown the tenant's usage (recorded and
 	// held) at that moment, returns nil; otherwise it returns admit's error. No two holds
-	// are admitted against the same usage. create is the backend name of the volume a create
-	// holds room for ("" for an expansion): both stores keep such a hold until a create of
-	// that name is recorded or fails, even past the death of the process or replica that took
-	// it (store_etcd.go, store_bbolt_holds.go); a create of a name that has one takes it over.
+	// are admitted against the same usage. admit may read records (byName, lookup), after
+	// the usage it is shown: a volume forgotten in between changes that usage, and the
+	// hold's step starts again (etcd: forgetting a volume writes the tenant's usage key;
+	// bbolt: nothing is forgotten while admit runs). create is the backend name of the volume
+	// a create holds room for ("" for an expansion): both stores keep such a hold until a
+	// create of that name is recorded or fails, even past the death of the process or replica
+	// that took it (store_etcd.go, store_bbolt_holds.go); a create of a name that has one
+	// takes it over.
 	hold(ctx context.Context, tenant string, want usage, create string, admit func(used usage) error) (*hold, error)
+	// createHeld returns what the hold an earlier create of the backend name left (its
+	// outcome unknown) holds of tenant's usage, which a create of the name takes over (hold):
+	// both stores keep such a hold past its call.
+	createHeld(ctx context.Context, tenant, name string) (usage, error)
 	// release gives a hold back. It is not bounded by a call (it runs when the call is
 	// over); a store that cannot release it at once does so later.
 	release(h *hold)
@@ -100,9 +112,21 @@ func merge(old *Record, r Record) (Record, error) {
 		return r, errOwnedElsewhere
 	}
 	if r.Name == "" {
-		r.Name = old.Name
+		r.Name, r.Asked = old.Name, old.Asked
 	}
 	return r, nil
+}
+
+// replaced returns the record a record of r under its name replaces (see Store.record):
+// stale, the record of staleID, which the name's entry names, when it is another object's,
+// of the same tenant, recorded under the same name; nil otherwise. A group snapshot's is not
+// replaced: it stays for the retry of its delete, which forgets the snapshots it had (the
+// ledger does not know them otherwise).
+func replaced(kind Kind, backendID string, r Record, staleID string, stale *Record) *Record {
+	if kind == GroupSnapshot || r.Name == "" || staleID == "" || staleID == backendID || stale == nil || stale.Tenant != r.Tenant || stale.Name != r.Name {
+		return nil
+	}
+	return stale
 }
 
 // errOwnedElsewhere is record's refusal to give one tenant an object another tenant owns.

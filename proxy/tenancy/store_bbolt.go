@@ -139,7 +139,13 @@ func (s *boltStore) record(_ context.Context, kind Kind, backendID string, r Rec
 		if r.Name == "" {
 			return nil
 		}
-		return tx.Bucket(namesBucket).Put(boltKey(kind, r.Name), []byte(backendID))
+		names := tx.Bucket(namesBucket)
+		if stale, err := boltReplacing(tx, kind, backendID, r); err != nil {
+			return err
+		} else if stale != nil {
+			delta = delta.minus(change(kind, nil, *stale))
+		}
+		return names.Put(boltKey(kind, r.Name), []byte(backendID))
 	})
 	if err != nil {
 		return err
@@ -158,6 +164,21 @@ func boltRecord(objects *bolt.Bucket, kind Kind, backendID string) (*Record, err
 	return r, json.Unmarshal(v, r)
 }
 
+// boltReplacing forgets the record a record of r under its name replaces (see
+// Store.record), if any, and returns it (its name's entry is rewritten by the caller).
+func boltReplacing(tx *bolt.Tx, kind Kind, backendID string, r Record) (*Record, error) {
+	staleID := string(tx.Bucket(namesBucket).Get(boltKey(kind, r.Name)))
+	objects := tx.Bucket(objectsBucket)
+	stale, err := boltRecord(objects, kind, staleID)
+	if err != nil || replaced(kind, backendID, r, staleID, stale) == nil {
+		return nil, err
+	}
+	if err := unindexOwned(tx, kind, staleID, *stale); err != nil {
+		return nil, err
+	}
+	return stale, objects.Delete(boltKey(kind, staleID))
+}
+
 func (s *boltStore) forget(_ context.Context, kind Kind, backendID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,8 +189,9 @@ func (s *boltStore) forget(_ context.Context, kind Kind, backendID string) error
 		if old, err = boltRecord(objects, kind, backendID); err != nil || old == nil {
 			return err
 		}
-		if old.Name != "" {
-			if err := tx.Bucket(namesBucket).Delete(boltKey(kind, old.Name)); err != nil {
+		// Its name's entry only if that still names it (see etcdStore.forget).
+		if names := tx.Bucket(namesBucket); old.Name != "" && string(names.Get(boltKey(kind, old.Name))) == backendID {
+			if err := names.Delete(boltKey(kind, old.Name)); err != nil {
 				return err
 			}
 		}

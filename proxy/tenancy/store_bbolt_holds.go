@@ -128,6 +128,24 @@ func (s *boltStore) dropBoltCreateHold(tenant string, key []byte, seq uint64) (*
 	return dropped, nil
 }
 
+// createHeld returns what the hold an earlier create of name left in the file holds.
+func (s *boltStore) createHeld(_ context.Context, tenant, name string) (usage, error) {
+	var held usage
+	err := s.db.View(func(tx *bolt.Tx) error {
+		key := boltCreateHoldKey(tenant, name)
+		v := tx.Bucket(createHoldsBucket).Get(key)
+		if v == nil {
+			return nil
+		}
+		h, err := decodeBoltHold(key, v)
+		if h != nil {
+			held = h.usage()
+		}
+		return err
+	})
+	return held, err
+}
+
 func (s *boltStore) createHolds(context.Context) ([]CreateHold, error) {
 	var out []CreateHold
 	err := s.db.View(func(tx *bolt.Tx) error {

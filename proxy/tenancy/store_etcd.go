@@ -376,10 +376,20 @@ func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r R
 		}
 		cmps := []clientv3.Cmp{unchanged(objKey, kvs[0])}
 		ops := []clientv3.Op{clientv3.OpPut(objKey, string(v)), s.indexOwned(kind, backendID, merged)}
+		delta := change(kind, old, merged)
 		if merged.Name != "" {
-			ops = append(ops, clientv3.OpPut(s.nameKey(kind, merged.Name), backendID))
+			nameKey := s.nameKey(kind, merged.Name)
+			stale, staleCmps, staleOps, err := s.replacing(ctx, kind, backendID, merged, nameKey)
+			if err != nil {
+				return false, err
+			}
+			cmps, ops = append(cmps, staleCmps...), append(ops, staleOps...)
+			ops = append(ops, clientv3.OpPut(nameKey, backendID))
+			if stale != nil {
+				delta = delta.minus(change(kind, nil, *stale))
+			}
 		}
-		if delta := change(kind, old, merged); delta != (usage{}) {
+		if delta != (usage{}) {
 			used, err := decodeUsage(kvs[1])
 			if err != nil {
 				return false, err
@@ -392,6 +402,32 @@ func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r R
 		}
 		return s.commit(ctx, cmps, ops...)
 	})
+}
+
+// replacing reads the name's entry (nameKey) and returns the record a record of r replaces
+// (replaced), if any, with the compares that what it read is unchanged and the ops that forget
+// the replaced record (its name's entry is rewritten by the caller).
+func (s *etcdStore) replacing(ctx context.Context, kind Kind, backendID string, r Record, nameKey string) (*Record, []clientv3.Cmp, []clientv3.Op, error) {
+	kvs, err := s.read(ctx, nameKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmps := []clientv3.Cmp{unchanged(nameKey, kvs[0])}
+	if kvs[0] == nil || string(kvs[0].Value) == backendID {
+		return nil, cmps, nil, nil
+	}
+	staleID := string(kvs[0].Value)
+	staleKey := s.objectKey(kind, staleID)
+	skv, err := s.read(ctx, staleKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stale, err := decodeRecord(skv[0])
+	if err != nil || replaced(kind, backendID, r, staleID, stale) == nil {
+		return nil, cmps, nil, err
+	}
+	return stale, append(cmps, unchanged(staleKey, skv[0])),
+		[]clientv3.Op{clientv3.OpDelete(staleKey), s.unindexOwned(kind, staleID, *stale)}, nil
 }
 
 func (s *etcdStore) forget(ctx context.Context, kind Kind, backendID string) error {
@@ -408,7 +444,11 @@ func (s *etcdStore) forget(ctx context.Context, kind Kind, backendID string) err
 		cmps := []clientv3.Cmp{unchanged(objKey, kvs[0])}
 		ops := []clientv3.Op{clientv3.OpDelete(objKey), s.unindexOwned(kind, backendID, *old)}
 		if old.Name != "" {
-			ops = append(ops, clientv3.OpDelete(s.nameKey(kind, old.Name)))
+			// Only if it still names this object: another may have been recorded under
+			// the name since (a group snapshot's record is not replaced, nor was any
+			// before records replaced their name's stale one).
+			nameKey := s.nameKey(kind, old.Name)
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(nameKey), "=", backendID)}, []clientv3.Op{clientv3.OpDelete(nameKey)}, nil))
 		}
 		if delta := change(kind, nil, *old); delta != (usage{}) {
 			usageKey := s.usageKey(old.Tenant)
@@ -488,6 +528,14 @@ func (s *etcdStore) hold(ctx context.Context, tenant string, want usage, create 
 // createHoldKey is where the hold of a create of the backend name is.
 func (s *etcdStore) createHoldKey(tenant, name string) string {
 	return s.tenantPrefix(tenant) + "creates/" + url.PathEscape(name)
+}
+
+func (s *etcdStore) createHeld(ctx context.Context, tenant, name string) (usage, error) {
+	kvs, err := s.read(ctx, s.createHoldKey(tenant, name))
+	if err != nil {
+		return usage{}, err
+	}
+	return decodeUsage(kvs[0])
 }
 
 // release deletes a hold whose call failed. A create's hold that took over an earlier

@@ -42,6 +42,10 @@ func TestLedgerStores(t *testing.T) {
 		{"LockOutlivesItsHolder", testLockOutlivesItsHolder},
 		{"CreateHoldOutlivesItsHolder", testCreateHoldOutlivesItsHolder},
 		{"CreateHoldsConcurrentAndReleased", testCreateHoldsConcurrentAndReleased},
+		{"CreateOfALostVolume", testCreateOfALostVolume},
+		{"CreateOfALostVolumeUnrecorded", testCreateOfALostVolumeUnrecorded},
+		{"CreateOfALostVolumeDeleteRetried", testCreateOfALostVolumeDeleteRetried},
+		{"RecordReplacesItsNamesStaleRecord", testRecordReplacesItsNamesStaleRecord},
 	}
 	run := func(t *testing.T, fresh func(t *testing.T) opener) {
 		for _, b := range shared {
