@@ -69,6 +69,27 @@ func answerTo[From, Req, To proto.Message](f func(From, Req) (To, error)) conver
 	}
 }
 
+// listed is the conversion of a List answer: next_token as it is, and each entry's item (its
+// field item, a volume or a snapshot) converted by f; nothing else of an entry crosses.
+func listed[From, To proto.Message](item protoreflect.Name, f func(From) To) conversion {
+	return func(m, _ proto.Message, to protoreflect.MessageType) (proto.Message, error) {
+		out := to.New()
+		crossFields(m, out.Interface())
+		src := m.ProtoReflect()
+		from := src.Get(src.Descriptor().Fields().ByName("entries")).List()
+		entries := out.Descriptor().Fields().ByName("entries")
+		for i := range from.Len() {
+			e, list := from.Get(i).Message(), out.Mutable(entries).List()
+			de := list.NewElement().Message()
+			if fd := e.Descriptor().Fields().ByName(item); e.Has(fd) {
+				de.Set(de.Descriptor().Fields().ByName(item), protoreflect.ValueOfMessage(f(e.Get(fd).Message().Interface().(From)).ProtoReflect()))
+			}
+			list.Append(protoreflect.ValueOfMessage(de))
+		}
+		return out.Interface(), nil
+	}
+}
+
 // convert is the rpc of caller, a full method name, that the backend serves as its method
 // target: down converts the caller's request, up the backend's answer (given the caller's
 // request). The messages' types are the methods' own, found in the registry.

@@ -32,14 +32,16 @@ var methods = []method{
 	{name: "Controller/ControllerUnpublishVolume", onV0: unpublishedWhenNotFound},
 	{name: "Controller/ValidateVolumeCapabilities",
 		reqToV0: request(validateToV0), respToV1: answerTo(validatedToV1), reqToV1: request(validateToV1), respToV0: answer(validatedToV0)},
-	{name: "Controller/ListVolumes", respToV1: answer(listedVolumesToV1), respToV0: answer(listedVolumesToV0)},
+	// A v0 listing's entries have no status (v0 has no published nodes, and
+	// LIST_VOLUMES_PUBLISHED_NODES is not advertised).
+	{name: "Controller/ListVolumes", respToV1: listed("volume", volumeToV1), respToV0: listed("volume", volumeToV0)},
 	{name: "Controller/GetCapacity", reqToV0: request(getCapacityToV0), reqToV1: request(getCapacityToV1)},
 	// v0.3 has six controller RPCs; clone, expand, readonly publish, published nodes, volume
 	// condition, get, modify and the rest do not cross to v0.
 	{name: "Controller/ControllerGetCapabilities", answers: capabilitiesAcross("rpc", lastV0ControllerRPC.Number())},
 	{name: "Controller/CreateSnapshot", respToV1: answerTo(createdSnapshotToV1), respToV0: answer(createdSnapshotToV0)},
 	{name: "Controller/DeleteSnapshot"},
-	{name: "Controller/ListSnapshots", respToV1: answer(listedSnapshotsToV1), respToV0: answer(listedSnapshotsToV0)},
+	{name: "Controller/ListSnapshots", respToV1: listed("snapshot", snapshotToV1), respToV0: listed("snapshot", snapshotToV0)},
 
 	{name: "Node/NodeStageVolume", reqToV0: capabilityToV0Request, reqToV1: capabilityToV1Request},
 	{name: "Node/NodeUnstageVolume"},

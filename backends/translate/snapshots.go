@@ -58,17 +58,3 @@ func createdSnapshotToV1(r *csiv0.CreateSnapshotResponse, _ *csi.CreateSnapshotR
 func createdSnapshotToV0(r *csi.CreateSnapshotResponse) *csiv0.CreateSnapshotResponse {
 	return &csiv0.CreateSnapshotResponse{Snapshot: snapshotToV0(r.GetSnapshot())}
 }
-
-func listedSnapshotsToV1(r *csiv0.ListSnapshotsResponse) *csi.ListSnapshotsResponse {
-	return &csi.ListSnapshotsResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csiv0.ListSnapshotsResponse_Entry) *csi.ListSnapshotsResponse_Entry {
-			return &csi.ListSnapshotsResponse_Entry{Snapshot: snapshotToV1(e.GetSnapshot())}
-		})}
-}
-
-func listedSnapshotsToV0(r *csi.ListSnapshotsResponse) *csiv0.ListSnapshotsResponse {
-	return &csiv0.ListSnapshotsResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csi.ListSnapshotsResponse_Entry) *csiv0.ListSnapshotsResponse_Entry {
-			return &csiv0.ListSnapshotsResponse_Entry{Snapshot: snapshotToV0(e.GetSnapshot())}
-		})}
-}

@@ -128,22 +128,6 @@ func validatedToV0(r *csi.ValidateVolumeCapabilitiesResponse) *csiv0.ValidateVol
 	return &csiv0.ValidateVolumeCapabilitiesResponse{Supported: r.GetConfirmed() != nil, Message: r.GetMessage()}
 }
 
-// listedVolumesToV1 converts a v0 listing; entries have no status (v0 has no published
-// nodes, and LIST_VOLUMES_PUBLISHED_NODES is not advertised).
-func listedVolumesToV1(r *csiv0.ListVolumesResponse) *csi.ListVolumesResponse {
-	return &csi.ListVolumesResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csiv0.ListVolumesResponse_Entry) *csi.ListVolumesResponse_Entry {
-			return &csi.ListVolumesResponse_Entry{Volume: volumeToV1(e.GetVolume())}
-		})}
-}
-
-func listedVolumesToV0(r *csi.ListVolumesResponse) *csiv0.ListVolumesResponse {
-	return &csiv0.ListVolumesResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csi.ListVolumesResponse_Entry) *csiv0.ListVolumesResponse_Entry {
-			return &csiv0.ListVolumesResponse_Entry{Volume: volumeToV0(e.GetVolume())}
-		})}
-}
-
 func getCapacityToV0(r *csi.GetCapacityRequest) (*csiv0.GetCapacityRequest, error) {
 	caps, err := capabilitiesToV0(r.GetVolumeCapabilities())
 	if err != nil {
