@@ -13,52 +13,46 @@ import (
 // MountVolume.volume_mount_group, have no v0 equivalent (a v0 driver cannot advertise the
 // capabilities that let a caller use them).
 
-// capabilityToV0 converts a v1 volume capability; nil stays nil.
+// capabilityToV0 converts a v1 volume capability; nil stays nil. It refuses what v0 cannot
+// express: a mount group, and the access modes v1 added.
 func capabilityToV0(c *csi.VolumeCapability) (*csiv0.VolumeCapability, error) {
-	if c == nil {
-		return nil, nil
+	if c.GetMount().GetVolumeMountGroup() != "" {
+		return nil, cannotCross("volume_mount_group has no CSI v0 equivalent (the driver cannot advertise VOLUME_MOUNT_GROUP)")
 	}
-	out := &csiv0.VolumeCapability{}
-	switch c.GetAccessType().(type) {
-	case *csi.VolumeCapability_Block:
-		out.AccessType = &csiv0.VolumeCapability_Block{Block: &csiv0.VolumeCapability_BlockVolume{}}
-	case *csi.VolumeCapability_Mount:
-		m := c.GetMount()
-		if m.GetVolumeMountGroup() != "" {
-			return nil, cannotCross("volume_mount_group has no CSI v0 equivalent (the driver cannot advertise VOLUME_MOUNT_GROUP)")
-		}
-		out.AccessType = &csiv0.VolumeCapability_Mount{Mount: &csiv0.VolumeCapability_MountVolume{
-			FsType: m.GetFsType(), MountFlags: m.GetMountFlags()}}
+	if mode := c.GetAccessMode().GetMode(); mode > csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER {
+		return nil, cannotCross("access mode %s has no CSI v0 equivalent (the driver cannot advertise SINGLE_NODE_MULTI_WRITER)", mode)
 	}
-	if am := c.GetAccessMode(); am != nil {
-		mode := am.GetMode()
-		if mode > csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER {
-			return nil, cannotCross("access mode %s has no CSI v0 equivalent (the driver cannot advertise SINGLE_NODE_MULTI_WRITER)", mode)
-		}
-		out.AccessMode = &csiv0.VolumeCapability_AccessMode{Mode: csiv0.VolumeCapability_AccessMode_Mode(mode)}
-	}
-	return out, nil
+	return capabilityAcross[*csiv0.VolumeCapability](c), nil
 }
 
 // capabilityToV1 converts a v0 volume capability; nil stays nil. Every v0 capability has a
 // v1 equivalent.
 func capabilityToV1(c *csiv0.VolumeCapability) *csi.VolumeCapability {
-	if c == nil {
-		return nil
+	return capabilityAcross[*csi.VolumeCapability](c)
+}
+
+// capabilityAcross is c in the other version, T: the same access type (block, or mount with
+// its fields that cross as they are) and the same access mode (the two enums number alike
+// the modes both have); nil stays nil.
+func capabilityAcross[T proto.Message](c proto.Message) T {
+	var out T
+	src := c.ProtoReflect()
+	if !src.IsValid() {
+		return out
 	}
-	out := &csi.VolumeCapability{}
-	switch c.GetAccessType().(type) {
-	case *csiv0.VolumeCapability_Block:
-		out.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
-	case *csiv0.VolumeCapability_Mount:
-		m := c.GetMount()
-		out.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
-			FsType: m.GetFsType(), MountFlags: m.GetMountFlags()}}
+	dst := out.ProtoReflect().Type().New()
+	for _, name := range []protoreflect.Name{"block", "mount", "access_mode"} {
+		from, to := src.Descriptor().Fields().ByName(name), dst.Descriptor().Fields().ByName(name)
+		if !src.Has(from) {
+			continue
+		}
+		f, t := src.Get(from).Message(), dst.Mutable(to).Message()
+		crossFields(f.Interface(), t.Interface())
+		if name == "access_mode" {
+			t.Set(t.Descriptor().Fields().ByName("mode"), f.Get(f.Descriptor().Fields().ByName("mode")))
+		}
 	}
-	if am := c.GetAccessMode(); am != nil {
-		out.AccessMode = &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_Mode(am.GetMode())}
-	}
-	return out
+	return dst.Interface().(T)
 }
 
 func capabilitiesToV0(cs []*csi.VolumeCapability) ([]*csiv0.VolumeCapability, error) {
