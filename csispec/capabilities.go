@@ -2,13 +2,13 @@ package csispec
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/csi-gateway/csi-gateway/internal/csiv0"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // CapKind is one of the capability sets a CSI plugin advertises.
@@ -41,32 +41,51 @@ type Capabilities interface {
 	Has(ctx context.Context, backend string, kind CapKind, cap int32) (has, known bool)
 }
 
-// capRPC is how one kind of set is fetched and read: the RPC, the answer's type, and which
-// message of each of its capabilities holds the type that is advertised (every
-// Get*Capabilities answer is capabilities[].{rpc|service}.type, in v1 as in v0).
+// capRPC is how one kind of set is fetched and read: the RPC, and which message of each of
+// its answer's capabilities holds the type that is advertised (every Get*Capabilities answer
+// is capabilities[].{rpc|service}.type, in v1 as in v0). The answer's type is the RPC's
+// own, found in the registry.
 type capRPC struct {
 	method string
-	name   string // for messages: "controller capability"
-	newMsg func() proto.Message
+	name   string            // for messages: "controller capability"
 	holder protoreflect.Name // the capability's field whose type is advertised
+	answer protoreflect.MessageType
 }
 
 var capRPCs = [NumCapKinds]capRPC{
-	PluginCaps: {"/csi.v1.Identity/GetPluginCapabilities", "plugin capability",
-		func() proto.Message { return &csi.GetPluginCapabilitiesResponse{} }, "service"},
-	ControllerCaps: {"/csi.v1.Controller/ControllerGetCapabilities", "controller capability",
-		func() proto.Message { return &csi.ControllerGetCapabilitiesResponse{} }, "rpc"},
-	NodeCaps: {"/csi.v1.Node/NodeGetCapabilities", "node capability",
-		func() proto.Message { return &csi.NodeGetCapabilitiesResponse{} }, "rpc"},
-	GroupCaps: {"/csi.v1.GroupController/GroupControllerGetCapabilities", "group controller capability",
-		func() proto.Message { return &csi.GroupControllerGetCapabilitiesResponse{} }, "rpc"},
-	V0PluginCaps: {"/csi.v0.Identity/GetPluginCapabilities", "v0 plugin capability",
-		func() proto.Message { return &csiv0.GetPluginCapabilitiesResponse{} }, "service"},
-	V0ControllerCaps: {"/csi.v0.Controller/ControllerGetCapabilities", "v0 controller capability",
-		func() proto.Message { return &csiv0.ControllerGetCapabilitiesResponse{} }, "rpc"},
-	V0NodeCaps: {"/csi.v0.Node/NodeGetCapabilities", "v0 node capability",
-		func() proto.Message { return &csiv0.NodeGetCapabilitiesResponse{} }, "rpc"},
+	PluginCaps:       {method: "/csi.v1.Identity/GetPluginCapabilities", name: "plugin capability", holder: "service"},
+	ControllerCaps:   {method: "/csi.v1.Controller/ControllerGetCapabilities", name: "controller capability", holder: "rpc"},
+	NodeCaps:         {method: "/csi.v1.Node/NodeGetCapabilities", name: "node capability", holder: "rpc"},
+	GroupCaps:        {method: "/csi.v1.GroupController/GroupControllerGetCapabilities", name: "group controller capability", holder: "rpc"},
+	V0PluginCaps:     {method: "/csi.v0.Identity/GetPluginCapabilities", name: "v0 plugin capability", holder: "service"},
+	V0ControllerCaps: {method: "/csi.v0.Controller/ControllerGetCapabilities", name: "v0 controller capability", holder: "rpc"},
+	V0NodeCaps:       {method: "/csi.v0.Node/NodeGetCapabilities", name: "v0 node capability", holder: "rpc"},
 }
+
+func init() {
+	for k := range capRPCs {
+		capRPCs[k].answer = answerType(capRPCs[k].method)
+	}
+}
+
+// answerType is the response type of method ("/csi.v1.Node/NodeGetCapabilities"). It panics
+// on a method the registry lacks: capRPCs names only generated ones.
+func answerType(method string) protoreflect.MessageType {
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(service))
+	if err == nil {
+		if md := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(name)); md != nil {
+			var t protoreflect.MessageType
+			if t, err = protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName()); err == nil {
+				return t
+			}
+		}
+	}
+	panic(fmt.Sprintf("csispec: no answer type for %s (%v)", method, err))
+}
+
+// newMsg is a new empty answer of the RPC.
+func (rpc capRPC) newMsg() proto.Message { return rpc.answer.New().Interface() }
 
 // read returns the set a Get*Capabilities answer advertises: the type of the holder message
 // of each capability that has one (a plugin's volume_expansion, say, is not a service).

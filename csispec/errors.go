@@ -45,16 +45,20 @@ var errorRules = []errorRule{
 		why: "a volume or node the backend no longer knows can safely be regarded as unpublished (v1 SHOULD); NOT_FOUND would make Kubernetes retry the detach forever",
 	},
 	{
-		methods: []string{"/csi.v1.Identity/Probe"},
+		methods: probeMethods,
 		class:   backends.ClassUnavailable, code: codes.FailedPrecondition,
-		why: "a backend that is down, unreachable, behind an open circuit or draining is a plugin that is not healthy (spec §Probe); the message keeps the backend's reason. An answer with ready=false is not a failure and passes through",
+		why: "a backend that is down, unreachable, behind an open circuit or draining is a plugin that is not healthy (spec §Probe, v0's as v1's); the message keeps the backend's reason. An answer with ready=false is not a failure and passes through",
 	},
 	{
-		methods: []string{"/csi.v1.Identity/Probe"},
+		methods: probeMethods,
 		class:   backends.ClassDeadline, code: codes.FailedPrecondition,
-		why: "a backend that does not answer Probe in time is not healthy either (spec §Probe)",
+		why: "a backend that does not answer Probe in time is not healthy either (spec §Probe, v0's as v1's)",
 	},
 }
+
+// probeMethods are Probe in both versions: v0's §Probe words its failure as v1's does, so
+// one pair of rows serves both.
+var probeMethods = []string{"/csi.v1.Identity/Probe", "/csi.v0.Identity/Probe"}
 
 // ErrorCode is the code the caller gets when a backend fails method (a full method name)
 // with class and the gateway is the plugin (repair: plugin): the table's rule for that RPC

@@ -93,7 +93,8 @@ var (
 
 	v0CreateMethods = []string{"/csi.v0.Controller/CreateVolume", "/csi.v0.Controller/CreateSnapshot"}
 
-	// v0ErrorRules are v0's rows of the error table (docs/errors.md lists them apart).
+	// v0ErrorRules are v0's own rows of the error table (docs/errors.md lists them apart);
+	// Probe's rows serve both versions (errorRules).
 	v0ErrorRules = []errorRule{
 		{
 			methods: []string{"/csi.v0.Controller/DeleteVolume", "/csi.v0.Controller/DeleteSnapshot"},
@@ -105,16 +106,6 @@ var (
 				"/csi.v0.Node/NodeUnpublishVolume"},
 			class: backends.ClassNotFound, code: codes.NotFound,
 			why: "unlike v1, v0's error tables give NOT_FOUND for a volume (or node) that does not exist, and a v0 CO expects it: it stays NOT_FOUND",
-		},
-		{
-			methods: []string{"/csi.v0.Identity/Probe"},
-			class:   backends.ClassUnavailable, code: codes.FailedPrecondition,
-			why: "v0 §Probe, as v1: a backend that is down is a plugin that is not healthy",
-		},
-		{
-			methods: []string{"/csi.v0.Identity/Probe"},
-			class:   backends.ClassDeadline, code: codes.FailedPrecondition,
-			why: "v0 §Probe, as v1: a backend that does not answer Probe in time is not healthy either",
 		},
 	}
 )

@@ -146,24 +146,30 @@ func (n *nodeService) lockedVolume(ctx context.Context, id string) (vol nodeVolu
 	return vol, unlock, nil
 }
 
-// beginUndo starts NodeUnstageVolume or NodeUnpublishVolume of volume id at path, the
-// request's field: it checks both (INVALID_ARGUMENT), waits for the volume's lock and fails
-// with FAILED_PRECONDITION when this process cannot mount or lacks losetup, in that order.
-// It does not read the volume's record: undoing a volume that no longer exists is OK. It
-// returns path resolved (resolvePath) and unlock, which the caller must call; on failure
-// the lock is already released.
-func (n *nodeService) beginUndo(ctx context.Context, id, field, path string) (resolved string, unlock func(), err error) {
+// undo runs NodeUnstageVolume or NodeUnpublishVolume of volume id at path, the request's
+// field: it checks both (INVALID_ARGUMENT), waits for the volume's lock and fails with
+// FAILED_PRECONDITION when this process cannot mount or lacks losetup, in that order; then,
+// under the lock, it undoes the stage or publication with do (its error as nodeStatus says)
+// and forgets it with drop, both given path resolved (resolvePath). It does not read the
+// volume's record: undoing a volume that no longer exists is OK.
+func (n *nodeService) undo(ctx context.Context, id, field, path string, do func(ctx context.Context, id, resolved string) error, drop func(id, resolved string)) error {
 	if err := checkVolumeAt(id, field, path); err != nil {
-		return "", nil, err
+		return err
 	}
-	if unlock, err = n.lockVolume(ctx, id); err != nil {
-		return "", nil, err
+	unlock, err := n.lockVolume(ctx, id)
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	if err := n.mayMount("losetup"); err != nil {
-		unlock()
-		return "", nil, err
+		return err
 	}
-	return resolvePath(path), unlock, nil
+	resolved := resolvePath(path)
+	if err := do(ctx, id, resolved); err != nil {
+		return nodeStatus(err)
+	}
+	drop(id, resolved)
+	return nil
 }
 
 // mountCall is a NodeStageVolume or NodePublishVolume under way: the volume's record, read

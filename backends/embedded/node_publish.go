@@ -269,17 +269,7 @@ func makeTarget(target, kind string) (created bool, err error) {
 // exists, is OK (REQUIREMENTS §8.8: NOT_FOUND would make a CO retry forever). A directory
 // that still holds files once unmounted is not deleted: FAILED_PRECONDITION.
 func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	id := req.GetVolumeId()
-	target, unlock, err := n.beginUndo(ctx, id, "target_path", req.GetTargetPath())
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := n.unpublish(ctx, id, target); err != nil {
-		return nil, nodeStatus(err)
-	}
-	n.records.dropPublication(id, target)
-	return &csi.NodeUnpublishVolumeResponse{}, nil
+	return respond(&csi.NodeUnpublishVolumeResponse{}, n.undo(ctx, req.GetVolumeId(), "target_path", req.GetTargetPath(), n.unpublish, n.records.dropPublication))
 }
 
 func (n *nodeService) unpublish(ctx context.Context, id, target string) error {

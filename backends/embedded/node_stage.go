@@ -215,17 +215,7 @@ func (n *nodeService) releaseOnError(ctx context.Context, image string, err *err
 // that no longer exists, is OK: there is nothing left to undo, and NOT_FOUND would make a CO
 // retry forever (REQUIREMENTS §8.8).
 func (n *nodeService) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
-	id := req.GetVolumeId()
-	staging, unlock, err := n.beginUndo(ctx, id, "staging_target_path", req.GetStagingTargetPath())
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := n.unstage(ctx, id, staging); err != nil {
-		return nil, nodeStatus(err)
-	}
-	n.records.dropStage(id, staging)
-	return &csi.NodeUnstageVolumeResponse{}, nil
+	return respond(&csi.NodeUnstageVolumeResponse{}, n.undo(ctx, req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath(), n.unstage, n.records.dropStage))
 }
 
 func (n *nodeService) unstage(ctx context.Context, id, staging string) error {

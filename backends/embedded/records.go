@@ -5,14 +5,10 @@ package embedded
 // delete one with its image files. Each RPC says what is particular to it; these say the rest
 // once.
 
-// record is a record that listings page through in creation order.
+// record is a record that listings page through in creation order (a named one).
 type record interface {
 	sequence() int64
 }
-
-func (v *volume) sequence() int64       { return v.Seq }
-func (sn *snapshot) sequence() int64    { return sn.Seq }
-func (vg *volumeGroup) sequence() int64 { return vg.Seq }
 
 // getRecord answers a Get RPC: the first failed check (the request's fields, in the RPC's
 // order), else record id of the live state rendered by render, or NOT_FOUND naming kind.

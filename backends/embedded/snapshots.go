@@ -57,9 +57,7 @@ func (a *Appliance) cutSnapshot(s *state, name, volID, groupSnapshotID string, i
 		return nil, notFound("source volume", volID)
 	}
 	sn := &snapshot{
-		ID:              newID("snap-"),
-		Name:            name,
-		Seq:             s.nextSeq(),
+		named:           s.newNamed("snap-", name),
 		SourceVolumeID:  volID,
 		SizeBytes:       v.CapacityBytes,
 		GroupSnapshotID: groupSnapshotID,

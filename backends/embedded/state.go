@@ -16,10 +16,24 @@ type state struct {
 	GroupSnapshots map[string]*groupSnapshot `json:"groupSnapshots"`
 }
 
+// named is how a volume, a snapshot and a volume group begin: their ID, their name and their
+// place in creation order (state.Seq when they were made). Its fields keep their JSON keys.
+type named struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Seq  int64  `json:"seq"`
+}
+
+// newNamed names a record made now: a new ID with prefix, and the next sequence number.
+func (s *state) newNamed(prefix, name string) named {
+	return named{ID: newID(prefix), Name: name, Seq: s.nextSeq()}
+}
+
+func (n *named) sequence() int64    { return n.Seq }
+func (n *named) recordName() string { return n.Name }
+
 type volume struct {
-	ID                string            `json:"id"`
-	Name              string            `json:"name"`
-	Seq               int64             `json:"seq"`
+	named
 	CapacityBytes     int64             `json:"capacityBytes"`
 	Parameters        map[string]string `json:"parameters,omitempty"`
 	MutableParameters map[string]string `json:"mutableParameters,omitempty"`
@@ -39,9 +53,7 @@ type publication struct {
 }
 
 type snapshot struct {
-	ID              string            `json:"id"`
-	Name            string            `json:"name"`
-	Seq             int64             `json:"seq"`
+	named
 	SourceVolumeID  string            `json:"sourceVolumeId"`
 	SizeBytes       int64             `json:"sizeBytes"`
 	GroupSnapshotID string            `json:"groupSnapshotId,omitempty"`
@@ -50,9 +62,7 @@ type snapshot struct {
 }
 
 type volumeGroup struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	Seq        int64             `json:"seq"`
+	named
 	Parameters map[string]string `json:"parameters,omitempty"`
 	CreatedAt  time.Time         `json:"createdAt"`
 }
@@ -121,9 +131,6 @@ func byName[T interface{ recordName() string }](m map[string]T, name string) T {
 	return none
 }
 
-func (v *volume) recordName() string         { return v.Name }
-func (sn *snapshot) recordName() string      { return sn.Name }
-func (vg *volumeGroup) recordName() string   { return vg.Name }
 func (gs *groupSnapshot) recordName() string { return gs.Name }
 
 // usedBytes is the sum of all volume capacities.

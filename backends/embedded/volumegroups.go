@@ -37,9 +37,7 @@ func (g *volumeGroupServer) CreateVolumeGroup(_ context.Context, req *volumegrou
 		}
 		if vg == nil {
 			vg = &volumeGroup{
-				ID:         newID("vg-"),
-				Name:       req.GetName(),
-				Seq:        s.nextSeq(),
+				named:      s.newNamed("vg-", req.GetName()),
 				Parameters: maps.Clone(req.GetParameters()),
 				CreatedAt:  time.Now().UTC(),
 			}

@@ -45,9 +45,7 @@ func (c *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 			return nil, err
 		}
 		v := &volume{
-			ID:                newID("vol-"),
-			Name:              req.GetName(),
-			Seq:               s.nextSeq(),
+			named:             s.newNamed("vol-", req.GetName()),
 			CapacityBytes:     size,
 			Parameters:        req.GetParameters(),
 			MutableParameters: req.GetMutableParameters(),

@@ -13,52 +13,46 @@ import (
 // MountVolume.volume_mount_group, have no v0 equivalent (a v0 driver cannot advertise the
 // capabilities that let a caller use them).
 
-// capabilityToV0 converts a v1 volume capability; nil stays nil.
+// capabilityToV0 converts a v1 volume capability; nil stays nil. It refuses what v0 cannot
+// express: a mount group, and the access modes v1 added.
 func capabilityToV0(c *csi.VolumeCapability) (*csiv0.VolumeCapability, error) {
-	if c == nil {
-		return nil, nil
+	if c.GetMount().GetVolumeMountGroup() != "" {
+		return nil, cannotCross("volume_mount_group has no CSI v0 equivalent (the driver cannot advertise VOLUME_MOUNT_GROUP)")
 	}
-	out := &csiv0.VolumeCapability{}
-	switch c.GetAccessType().(type) {
-	case *csi.VolumeCapability_Block:
-		out.AccessType = &csiv0.VolumeCapability_Block{Block: &csiv0.VolumeCapability_BlockVolume{}}
-	case *csi.VolumeCapability_Mount:
-		m := c.GetMount()
-		if m.GetVolumeMountGroup() != "" {
-			return nil, cannotCross("volume_mount_group has no CSI v0 equivalent (the driver cannot advertise VOLUME_MOUNT_GROUP)")
-		}
-		out.AccessType = &csiv0.VolumeCapability_Mount{Mount: &csiv0.VolumeCapability_MountVolume{
-			FsType: m.GetFsType(), MountFlags: m.GetMountFlags()}}
+	if mode := c.GetAccessMode().GetMode(); mode > csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER {
+		return nil, cannotCross("access mode %s has no CSI v0 equivalent (the driver cannot advertise SINGLE_NODE_MULTI_WRITER)", mode)
 	}
-	if am := c.GetAccessMode(); am != nil {
-		mode := am.GetMode()
-		if mode > csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER {
-			return nil, cannotCross("access mode %s has no CSI v0 equivalent (the driver cannot advertise SINGLE_NODE_MULTI_WRITER)", mode)
-		}
-		out.AccessMode = &csiv0.VolumeCapability_AccessMode{Mode: csiv0.VolumeCapability_AccessMode_Mode(mode)}
-	}
-	return out, nil
+	return capabilityAcross[*csiv0.VolumeCapability](c), nil
 }
 
 // capabilityToV1 converts a v0 volume capability; nil stays nil. Every v0 capability has a
 // v1 equivalent.
 func capabilityToV1(c *csiv0.VolumeCapability) *csi.VolumeCapability {
-	if c == nil {
-		return nil
+	return capabilityAcross[*csi.VolumeCapability](c)
+}
+
+// capabilityAcross is c in the other version, T: the same access type (block, or mount with
+// its fields that cross as they are) and the same access mode (the two enums number alike
+// the modes both have); nil stays nil.
+func capabilityAcross[T proto.Message](c proto.Message) T {
+	var out T
+	src := c.ProtoReflect()
+	if !src.IsValid() {
+		return out
 	}
-	out := &csi.VolumeCapability{}
-	switch c.GetAccessType().(type) {
-	case *csiv0.VolumeCapability_Block:
-		out.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
-	case *csiv0.VolumeCapability_Mount:
-		m := c.GetMount()
-		out.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
-			FsType: m.GetFsType(), MountFlags: m.GetMountFlags()}}
+	dst := out.ProtoReflect().Type().New()
+	for _, name := range []protoreflect.Name{"block", "mount", "access_mode"} {
+		from, to := src.Descriptor().Fields().ByName(name), dst.Descriptor().Fields().ByName(name)
+		if !src.Has(from) {
+			continue
+		}
+		f, t := src.Get(from).Message(), dst.Mutable(to).Message()
+		crossFields(f.Interface(), t.Interface())
+		if name == "access_mode" {
+			t.Set(t.Descriptor().Fields().ByName("mode"), f.Get(f.Descriptor().Fields().ByName("mode")))
+		}
 	}
-	if am := c.GetAccessMode(); am != nil {
-		out.AccessMode = &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_Mode(am.GetMode())}
-	}
-	return out
+	return dst.Interface().(T)
 }
 
 func capabilitiesToV0(cs []*csi.VolumeCapability) ([]*csiv0.VolumeCapability, error) {
@@ -91,79 +85,36 @@ const (
 	lastV0NodeRPC       = csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME
 )
 
-// pluginCapabilitiesToV1 keeps the v0 plugin's services (CONTROLLER_SERVICE,
-// ACCESSIBILITY_CONSTRAINTS).
-func pluginCapabilitiesToV1(r *csiv0.GetPluginCapabilitiesResponse) *csi.GetPluginCapabilitiesResponse {
-	return capabilitiesAcross(r, &csi.GetPluginCapabilitiesResponse{}, "service", lastV0PluginService.Number())
-}
-
-// pluginCapabilitiesToV0 keeps the v1 backend's services v0 has; volume expansion, group
-// controller and snapshot metadata services do not cross.
-func pluginCapabilitiesToV0(r *csi.GetPluginCapabilitiesResponse) *csiv0.GetPluginCapabilitiesResponse {
-	return capabilitiesAcross(r, &csiv0.GetPluginCapabilitiesResponse{}, "service", lastV0PluginService.Number())
-}
-
-// controllerCapabilitiesToV1 keeps the v0 driver's controller RPCs (v0.3 has six).
-func controllerCapabilitiesToV1(r *csiv0.ControllerGetCapabilitiesResponse) *csi.ControllerGetCapabilitiesResponse {
-	return capabilitiesAcross(r, &csi.ControllerGetCapabilitiesResponse{}, "rpc", lastV0ControllerRPC.Number())
-}
-
-// controllerCapabilitiesToV0 keeps the v1 backend's controller RPCs v0 has: clone, expand,
-// readonly publish, published nodes, volume condition, get, modify and the rest do not cross.
-func controllerCapabilitiesToV0(r *csi.ControllerGetCapabilitiesResponse) *csiv0.ControllerGetCapabilitiesResponse {
-	return capabilitiesAcross(r, &csiv0.ControllerGetCapabilitiesResponse{}, "rpc", lastV0ControllerRPC.Number())
-}
-
-// nodeCapabilitiesToV1 keeps STAGE_UNSTAGE_VOLUME, the one node RPC capability of v0.
-func nodeCapabilitiesToV1(r *csiv0.NodeGetCapabilitiesResponse) *csi.NodeGetCapabilitiesResponse {
-	return capabilitiesAcross(r, &csi.NodeGetCapabilitiesResponse{}, "rpc", lastV0NodeRPC.Number())
-}
-
-// nodeCapabilitiesToV0 keeps STAGE_UNSTAGE_VOLUME: volume stats, expansion, condition,
-// single-node multi-writer and mount group do not cross.
-func nodeCapabilitiesToV0(r *csi.NodeGetCapabilitiesResponse) *csiv0.NodeGetCapabilitiesResponse {
-	return capabilitiesAcross(r, &csiv0.NodeGetCapabilitiesResponse{}, "rpc", lastV0NodeRPC.Number())
-}
-
-// capabilitiesAcross fills to, a Get*Capabilities answer of one version, with the
-// capabilities of from, the same answer of the other version, whose type is 1 to last (the
-// values both versions' enums give the same meaning); others are dropped. Both versions
-// write every such answer as capabilities[].{holder}.type, holder "service" or "rpc".
-func capabilitiesAcross[T proto.Message](from proto.Message, to T, holder protoreflect.Name, last protoreflect.EnumNumber) T {
-	src, dst := from.ProtoReflect(), to.ProtoReflect()
-	srcCaps := src.Get(src.Descriptor().Fields().ByName("capabilities")).List()
-	dstField := dst.Descriptor().Fields().ByName("capabilities")
-	for i := range srcCaps.Len() {
-		c := srcCaps.Get(i).Message()
-		h := c.Get(c.Descriptor().Fields().ByName(holder)).Message()
-		t := h.Get(h.Descriptor().Fields().ByName("type")).Enum()
-		if t <= 0 || t > last {
-			continue
+// capabilitiesAcross is the conversion of a Get*Capabilities answer into the same answer
+// of the other version, keeping the capabilities whose type is 1 to last (the values both
+// versions' enums give the same meaning); others are dropped. Both versions write every
+// such answer as capabilities[].{holder}.type, holder "service" or "rpc".
+func capabilitiesAcross(holder protoreflect.Name, last protoreflect.EnumNumber) conversion {
+	return func(from, _ proto.Message, to protoreflect.MessageType) (proto.Message, error) {
+		src, dst := from.ProtoReflect(), to.New()
+		srcCaps := src.Get(src.Descriptor().Fields().ByName("capabilities")).List()
+		dstField := dst.Descriptor().Fields().ByName("capabilities")
+		for i := range srcCaps.Len() {
+			c := srcCaps.Get(i).Message()
+			h := c.Get(c.Descriptor().Fields().ByName(holder)).Message()
+			t := h.Get(h.Descriptor().Fields().ByName("type")).Enum()
+			if t <= 0 || t > last {
+				continue
+			}
+			out := dst.Mutable(dstField).List()
+			dc := out.NewElement().Message()
+			dh := dc.Mutable(dc.Descriptor().Fields().ByName(holder)).Message()
+			dh.Set(dh.Descriptor().Fields().ByName("type"), protoreflect.ValueOfEnum(t))
+			out.Append(protoreflect.ValueOfMessage(dc))
 		}
-		out := dst.Mutable(dstField).List()
-		dc := out.NewElement().Message()
-		dh := dc.Mutable(dc.Descriptor().Fields().ByName(holder)).Message()
-		dh.Set(dh.Descriptor().Fields().ByName("type"), protoreflect.ValueOfEnum(t))
-		out.Append(protoreflect.ValueOfMessage(dc))
+		return dst.Interface(), nil
 	}
-	return to
 }
 
-// Topology has the same shape in both versions.
+// Topology has the same fields in both versions.
 
-func topologyToV0(t *csi.Topology) *csiv0.Topology {
-	if t == nil {
-		return nil
-	}
-	return &csiv0.Topology{Segments: t.GetSegments()}
-}
-
-func topologyToV1(t *csiv0.Topology) *csi.Topology {
-	if t == nil {
-		return nil
-	}
-	return &csi.Topology{Segments: t.GetSegments()}
-}
+func topologyToV0(t *csi.Topology) *csiv0.Topology { return crossed[*csiv0.Topology](t) }
+func topologyToV1(t *csiv0.Topology) *csi.Topology { return crossed[*csi.Topology](t) }
 
 func requirementToV0(r *csi.TopologyRequirement) *csiv0.TopologyRequirement {
 	if r == nil {

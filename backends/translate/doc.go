@@ -5,7 +5,9 @@
 //
 // Backend wraps any backends.Backend: a call in the version the backend speaks passes
 // untouched; a call in the other version is decoded, converted field by field into the
-// backend's version (rpcs_v1.go, rpcs_v0.go), sent, and its answer converted back. What
+// backend's version (rpcs.go lists every method and how its messages convert; cross.go
+// carries the fields that cross as they are, with the one table of fields v0 names
+// differently), sent, and its answer converted back. What
 // has no counterpart in the other version is refused, never silently dropped when it
 // matters (a v1 access mode v0 lacks, a clone source) and UNIMPLEMENTED for the RPCs the
 // other version has no equivalent of; capabilities are intersected so that a caller is never

@@ -11,23 +11,8 @@ import (
 )
 
 // Identity and node identity: plugin info and Probe have the same fields in both versions
-// (a v0.2 driver's empty ProbeResponse reads as ready, as v1 says of an unset ready).
-
-func pluginInfoToV1(r *csiv0.GetPluginInfoResponse) *csi.GetPluginInfoResponse {
-	return &csi.GetPluginInfoResponse{Name: r.GetName(), VendorVersion: r.GetVendorVersion(), Manifest: r.GetManifest()}
-}
-
-func pluginInfoToV0(r *csi.GetPluginInfoResponse) *csiv0.GetPluginInfoResponse {
-	return &csiv0.GetPluginInfoResponse{Name: r.GetName(), VendorVersion: r.GetVendorVersion(), Manifest: r.GetManifest()}
-}
-
-func probedToV1(r *csiv0.ProbeResponse) *csi.ProbeResponse {
-	return &csi.ProbeResponse{Ready: r.GetReady()}
-}
-
-func probedToV0(r *csi.ProbeResponse) *csiv0.ProbeResponse {
-	return &csiv0.ProbeResponse{Ready: r.GetReady()}
-}
+// and cross as they are (a v0.2 driver's empty ProbeResponse reads as ready, as v1 says of
+// an unset ready).
 
 // probeV0 is Ready for a v0 driver: its Identity/Probe answers, and does not say ready=false.
 func probeV0(ctx context.Context, name string, be backends.Backend) error {
@@ -45,31 +30,31 @@ func probeV0(ctx context.Context, name string, be backends.Backend) error {
 	return nil
 }
 
-// nodeInfoFromV0 answers a v1 NodeGetInfo from a v0 driver: its NodeGetInfo (v0.3), or for a
-// v0.2 driver, which has none (UNIMPLEMENTED), its NodeGetId: the node's ID, with no limit
-// on volumes and no topology.
-var nodeInfoFromV0 = rpc{call: func(ctx context.Context, b *Backend, _ []byte) ([]byte, error) {
-	info, err := send[*csiv0.NodeGetInfoResponse](ctx, b, "/csi.v0.Node/NodeGetInfo", &csiv0.NodeGetInfoRequest{})
-	if backends.ClassOf(err) == backends.ClassUnimplemented {
-		id, err := send[*csiv0.NodeGetIdResponse](ctx, b, "/csi.v0.Node/NodeGetId", &csiv0.NodeGetIdRequest{})
-		if err != nil {
+// orNodeGetID is v1's NodeGetInfo on a v0 driver: its NodeGetInfo (v0.3, through info),
+// or for a v0.2 driver, which has none (UNIMPLEMENTED), its NodeGetId: the node's ID, with
+// no limit on volumes and no topology.
+func orNodeGetID(info rpc) rpc {
+	return rpc{call: func(ctx context.Context, b *Backend, raw []byte) ([]byte, error) {
+		resp, err := info.call(ctx, b, raw)
+		if backends.ClassOf(err) != backends.ClassUnimplemented {
+			return resp, err
+		}
+		var id csiv0.NodeGetIdResponse
+		if err := send(ctx, b, "/csi.v0.Node/NodeGetId", &csiv0.NodeGetIdRequest{}, &id); err != nil {
 			return nil, err
 		}
 		return proto.Marshal(&csi.NodeGetInfoResponse{NodeId: id.GetNodeId()})
-	}
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&csi.NodeGetInfoResponse{NodeId: info.GetNodeId(), MaxVolumesPerNode: info.GetMaxVolumesPerNode(),
-		AccessibleTopology: topologyToV1(info.GetAccessibleTopology())})
-}}
-
-func nodeInfoToV0(r *csi.NodeGetInfoResponse) *csiv0.NodeGetInfoResponse {
-	return &csiv0.NodeGetInfoResponse{NodeId: r.GetNodeId(), MaxVolumesPerNode: r.GetMaxVolumesPerNode(),
-		AccessibleTopology: topologyToV0(r.GetAccessibleTopology())}
+	}}
 }
 
-// nodeIDToV0 answers a v0 NodeGetId from a v1 backend's NodeGetInfo.
-func nodeIDToV0(r *csi.NodeGetInfoResponse) *csiv0.NodeGetIdResponse {
-	return &csiv0.NodeGetIdResponse{NodeId: r.GetNodeId()}
+func nodeInfoToV1(r *csiv0.NodeGetInfoResponse) *csi.NodeGetInfoResponse {
+	out := crossed[*csi.NodeGetInfoResponse](r)
+	out.AccessibleTopology = topologyToV1(r.GetAccessibleTopology())
+	return out
+}
+
+func nodeInfoToV0(r *csi.NodeGetInfoResponse) *csiv0.NodeGetInfoResponse {
+	out := crossed[*csiv0.NodeGetInfoResponse](r)
+	out.AccessibleTopology = topologyToV0(r.GetAccessibleTopology())
+	return out
 }

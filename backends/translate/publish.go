@@ -2,6 +2,8 @@ package translate
 
 import (
 	csi "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
@@ -10,78 +12,33 @@ import (
 // volume_attributes and controller_publish_secrets / controller_unpublish_secrets /
 // node_stage_secrets / node_publish_secrets.
 
-func controllerPublishToV0(r *csi.ControllerPublishVolumeRequest) (*csiv0.ControllerPublishVolumeRequest, error) {
-	c, err := capabilityToV0(r.GetVolumeCapability())
+// capabilityToV0Request is the conversion of a v1 request whose one field of a type of its
+// own version is volume_capability (ControllerPublishVolume, NodeStageVolume,
+// NodePublishVolume): the capability as capabilityToV0 says, every other field as it is.
+func capabilityToV0Request(m, _ proto.Message, to protoreflect.MessageType) (proto.Message, error) {
+	c, err := capabilityToV0(m.(interface{ GetVolumeCapability() *csi.VolumeCapability }).GetVolumeCapability())
 	if err != nil {
 		return nil, err
 	}
-	return &csiv0.ControllerPublishVolumeRequest{VolumeId: r.GetVolumeId(), NodeId: r.GetNodeId(), VolumeCapability: c,
-		Readonly: r.GetReadonly(), ControllerPublishSecrets: r.GetSecrets(), VolumeAttributes: r.GetVolumeContext()}, nil
+	return withCapability(m, to, c), nil
 }
 
-func controllerPublishToV1(r *csiv0.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeRequest, error) {
-	return &csi.ControllerPublishVolumeRequest{VolumeId: r.GetVolumeId(), NodeId: r.GetNodeId(), VolumeCapability: capabilityToV1(r.GetVolumeCapability()),
-		Readonly: r.GetReadonly(), Secrets: r.GetControllerPublishSecrets(), VolumeContext: r.GetVolumeAttributes()}, nil
+// capabilityToV1Request is capabilityToV0Request's other direction: the v0 request's
+// capability as capabilityToV1 says, every other field as it is.
+func capabilityToV1Request(m, _ proto.Message, to protoreflect.MessageType) (proto.Message, error) {
+	c := capabilityToV1(m.(interface {
+		GetVolumeCapability() *csiv0.VolumeCapability
+	}).GetVolumeCapability())
+	return withCapability(m, to, c), nil
 }
 
-func controllerPublishedToV1(r *csiv0.ControllerPublishVolumeResponse) *csi.ControllerPublishVolumeResponse {
-	return &csi.ControllerPublishVolumeResponse{PublishContext: r.GetPublishInfo()}
-}
-
-func controllerPublishedToV0(r *csi.ControllerPublishVolumeResponse) *csiv0.ControllerPublishVolumeResponse {
-	return &csiv0.ControllerPublishVolumeResponse{PublishInfo: r.GetPublishContext()}
-}
-
-func controllerUnpublishToV0(r *csi.ControllerUnpublishVolumeRequest) (*csiv0.ControllerUnpublishVolumeRequest, error) {
-	return &csiv0.ControllerUnpublishVolumeRequest{VolumeId: r.GetVolumeId(), NodeId: r.GetNodeId(), ControllerUnpublishSecrets: r.GetSecrets()}, nil
-}
-
-func controllerUnpublishToV1(r *csiv0.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeRequest, error) {
-	return &csi.ControllerUnpublishVolumeRequest{VolumeId: r.GetVolumeId(), NodeId: r.GetNodeId(), Secrets: r.GetControllerUnpublishSecrets()}, nil
-}
-
-func nodeStageToV0(r *csi.NodeStageVolumeRequest) (*csiv0.NodeStageVolumeRequest, error) {
-	c, err := capabilityToV0(r.GetVolumeCapability())
-	if err != nil {
-		return nil, err
+// withCapability is a new message of type to with the fields of m that cross as they are,
+// and volume_capability c (unset when nil).
+func withCapability[C proto.Message](m proto.Message, to protoreflect.MessageType, c C) proto.Message {
+	out := to.New()
+	crossFields(m, out.Interface())
+	if c.ProtoReflect().IsValid() {
+		out.Set(out.Descriptor().Fields().ByName("volume_capability"), protoreflect.ValueOfMessage(c.ProtoReflect()))
 	}
-	return &csiv0.NodeStageVolumeRequest{VolumeId: r.GetVolumeId(), PublishInfo: r.GetPublishContext(), StagingTargetPath: r.GetStagingTargetPath(),
-		VolumeCapability: c, NodeStageSecrets: r.GetSecrets(), VolumeAttributes: r.GetVolumeContext()}, nil
-}
-
-func nodeStageToV1(r *csiv0.NodeStageVolumeRequest) (*csi.NodeStageVolumeRequest, error) {
-	return &csi.NodeStageVolumeRequest{VolumeId: r.GetVolumeId(), PublishContext: r.GetPublishInfo(), StagingTargetPath: r.GetStagingTargetPath(),
-		VolumeCapability: capabilityToV1(r.GetVolumeCapability()), Secrets: r.GetNodeStageSecrets(), VolumeContext: r.GetVolumeAttributes()}, nil
-}
-
-func nodeUnstageToV0(r *csi.NodeUnstageVolumeRequest) (*csiv0.NodeUnstageVolumeRequest, error) {
-	return &csiv0.NodeUnstageVolumeRequest{VolumeId: r.GetVolumeId(), StagingTargetPath: r.GetStagingTargetPath()}, nil
-}
-
-func nodeUnstageToV1(r *csiv0.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeRequest, error) {
-	return &csi.NodeUnstageVolumeRequest{VolumeId: r.GetVolumeId(), StagingTargetPath: r.GetStagingTargetPath()}, nil
-}
-
-func nodePublishToV0(r *csi.NodePublishVolumeRequest) (*csiv0.NodePublishVolumeRequest, error) {
-	c, err := capabilityToV0(r.GetVolumeCapability())
-	if err != nil {
-		return nil, err
-	}
-	return &csiv0.NodePublishVolumeRequest{VolumeId: r.GetVolumeId(), PublishInfo: r.GetPublishContext(), StagingTargetPath: r.GetStagingTargetPath(),
-		TargetPath: r.GetTargetPath(), VolumeCapability: c, Readonly: r.GetReadonly(), NodePublishSecrets: r.GetSecrets(),
-		VolumeAttributes: r.GetVolumeContext()}, nil
-}
-
-func nodePublishToV1(r *csiv0.NodePublishVolumeRequest) (*csi.NodePublishVolumeRequest, error) {
-	return &csi.NodePublishVolumeRequest{VolumeId: r.GetVolumeId(), PublishContext: r.GetPublishInfo(), StagingTargetPath: r.GetStagingTargetPath(),
-		TargetPath: r.GetTargetPath(), VolumeCapability: capabilityToV1(r.GetVolumeCapability()), Readonly: r.GetReadonly(),
-		Secrets: r.GetNodePublishSecrets(), VolumeContext: r.GetVolumeAttributes()}, nil
-}
-
-func nodeUnpublishToV0(r *csi.NodeUnpublishVolumeRequest) (*csiv0.NodeUnpublishVolumeRequest, error) {
-	return &csiv0.NodeUnpublishVolumeRequest{VolumeId: r.GetVolumeId(), TargetPath: r.GetTargetPath()}, nil
-}
-
-func nodeUnpublishToV1(r *csiv0.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeRequest, error) {
-	return &csi.NodeUnpublishVolumeRequest{VolumeId: r.GetVolumeId(), TargetPath: r.GetTargetPath()}, nil
+	return out.Interface()
 }

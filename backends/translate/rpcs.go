@@ -1,106 +1,85 @@
 package translate
 
-import (
-	csi "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/csi-gateway/csi-gateway/internal/csiv0"
-)
-
-// translations are the methods a caller of one version may call on a backend of the other,
-// by the caller's full method name. A v1 method missing here has no v0 equivalent (the
-// expansion, stats, condition, get, modify and group RPCs, the GroupController and
-// SnapshotMetadata services): UNIMPLEMENTED, and its capability is never advertised.
-// Every v0 method is here.
-var translations = map[string]rpc{
-	// A v1 caller, a v0 driver.
-	"/csi.v1.Identity/GetPluginInfo": convert("/csi.v0.Identity/GetPluginInfo",
-		empty[*csi.GetPluginInfoRequest, *csiv0.GetPluginInfoRequest], same[*csiv0.GetPluginInfoResponse, *csi.GetPluginInfoResponse, *csi.GetPluginInfoRequest](pluginInfoToV1)),
-	"/csi.v1.Identity/GetPluginCapabilities": convert("/csi.v0.Identity/GetPluginCapabilities",
-		empty[*csi.GetPluginCapabilitiesRequest, *csiv0.GetPluginCapabilitiesRequest], same[*csiv0.GetPluginCapabilitiesResponse, *csi.GetPluginCapabilitiesResponse, *csi.GetPluginCapabilitiesRequest](pluginCapabilitiesToV1)),
-	"/csi.v1.Identity/Probe": convert("/csi.v0.Identity/Probe",
-		empty[*csi.ProbeRequest, *csiv0.ProbeRequest], same[*csiv0.ProbeResponse, *csi.ProbeResponse, *csi.ProbeRequest](probedToV1)),
-	"/csi.v1.Controller/CreateVolume": convert("/csi.v0.Controller/CreateVolume",
-		createVolumeToV0, same[*csiv0.CreateVolumeResponse, *csi.CreateVolumeResponse, *csi.CreateVolumeRequest](createdVolumeToV1)),
-	"/csi.v1.Controller/DeleteVolume": convert("/csi.v0.Controller/DeleteVolume",
-		deleteVolumeToV0, emptyAnswer[*csiv0.DeleteVolumeResponse, *csi.DeleteVolumeResponse, *csi.DeleteVolumeRequest]),
-	"/csi.v1.Controller/ControllerPublishVolume": convert("/csi.v0.Controller/ControllerPublishVolume",
-		controllerPublishToV0, same[*csiv0.ControllerPublishVolumeResponse, *csi.ControllerPublishVolumeResponse, *csi.ControllerPublishVolumeRequest](controllerPublishedToV1)),
-	"/csi.v1.Controller/ControllerUnpublishVolume": unpublishedWhenNotFound(convert("/csi.v0.Controller/ControllerUnpublishVolume",
-		controllerUnpublishToV0, emptyAnswer[*csiv0.ControllerUnpublishVolumeResponse, *csi.ControllerUnpublishVolumeResponse, *csi.ControllerUnpublishVolumeRequest])),
-	"/csi.v1.Controller/ValidateVolumeCapabilities": convert("/csi.v0.Controller/ValidateVolumeCapabilities",
-		validateToV0, validatedToV1),
-	"/csi.v1.Controller/ListVolumes": convert("/csi.v0.Controller/ListVolumes",
-		listVolumesToV0, same[*csiv0.ListVolumesResponse, *csi.ListVolumesResponse, *csi.ListVolumesRequest](listedVolumesToV1)),
-	"/csi.v1.Controller/GetCapacity": convert("/csi.v0.Controller/GetCapacity",
-		getCapacityToV0, same[*csiv0.GetCapacityResponse, *csi.GetCapacityResponse, *csi.GetCapacityRequest](capacityToV1)),
-	"/csi.v1.Controller/ControllerGetCapabilities": convert("/csi.v0.Controller/ControllerGetCapabilities",
-		empty[*csi.ControllerGetCapabilitiesRequest, *csiv0.ControllerGetCapabilitiesRequest], same[*csiv0.ControllerGetCapabilitiesResponse, *csi.ControllerGetCapabilitiesResponse, *csi.ControllerGetCapabilitiesRequest](controllerCapabilitiesToV1)),
-	"/csi.v1.Controller/CreateSnapshot": convert("/csi.v0.Controller/CreateSnapshot",
-		createSnapshotToV0, createdSnapshotToV1),
-	"/csi.v1.Controller/DeleteSnapshot": convert("/csi.v0.Controller/DeleteSnapshot",
-		deleteSnapshotToV0, emptyAnswer[*csiv0.DeleteSnapshotResponse, *csi.DeleteSnapshotResponse, *csi.DeleteSnapshotRequest]),
-	"/csi.v1.Controller/ListSnapshots": convert("/csi.v0.Controller/ListSnapshots",
-		listSnapshotsToV0, same[*csiv0.ListSnapshotsResponse, *csi.ListSnapshotsResponse, *csi.ListSnapshotsRequest](listedSnapshotsToV1)),
-	"/csi.v1.Node/NodeStageVolume": convert("/csi.v0.Node/NodeStageVolume",
-		nodeStageToV0, emptyAnswer[*csiv0.NodeStageVolumeResponse, *csi.NodeStageVolumeResponse, *csi.NodeStageVolumeRequest]),
-	"/csi.v1.Node/NodeUnstageVolume": convert("/csi.v0.Node/NodeUnstageVolume",
-		nodeUnstageToV0, emptyAnswer[*csiv0.NodeUnstageVolumeResponse, *csi.NodeUnstageVolumeResponse, *csi.NodeUnstageVolumeRequest]),
-	"/csi.v1.Node/NodePublishVolume":   nodePublishOnV0,
-	"/csi.v1.Node/NodeUnpublishVolume": nodeUnpublishOnV0,
-	"/csi.v1.Node/NodeGetCapabilities": convert("/csi.v0.Node/NodeGetCapabilities",
-		empty[*csi.NodeGetCapabilitiesRequest, *csiv0.NodeGetCapabilitiesRequest], same[*csiv0.NodeGetCapabilitiesResponse, *csi.NodeGetCapabilitiesResponse, *csi.NodeGetCapabilitiesRequest](nodeCapabilitiesToV1)),
-	"/csi.v1.Node/NodeGetInfo": nodeInfoFromV0,
-
-	// A v0 caller, a v1 backend.
-	"/csi.v0.Identity/GetPluginInfo": convert("/csi.v1.Identity/GetPluginInfo",
-		empty[*csiv0.GetPluginInfoRequest, *csi.GetPluginInfoRequest], same[*csi.GetPluginInfoResponse, *csiv0.GetPluginInfoResponse, *csiv0.GetPluginInfoRequest](pluginInfoToV0)),
-	"/csi.v0.Identity/GetPluginCapabilities": convert("/csi.v1.Identity/GetPluginCapabilities",
-		empty[*csiv0.GetPluginCapabilitiesRequest, *csi.GetPluginCapabilitiesRequest], same[*csi.GetPluginCapabilitiesResponse, *csiv0.GetPluginCapabilitiesResponse, *csiv0.GetPluginCapabilitiesRequest](pluginCapabilitiesToV0)),
-	"/csi.v0.Identity/Probe": convert("/csi.v1.Identity/Probe",
-		empty[*csiv0.ProbeRequest, *csi.ProbeRequest], same[*csi.ProbeResponse, *csiv0.ProbeResponse, *csiv0.ProbeRequest](probedToV0)),
-	"/csi.v0.Controller/CreateVolume": convert("/csi.v1.Controller/CreateVolume",
-		createVolumeToV1, same[*csi.CreateVolumeResponse, *csiv0.CreateVolumeResponse, *csiv0.CreateVolumeRequest](createdVolumeToV0)),
-	"/csi.v0.Controller/DeleteVolume": convert("/csi.v1.Controller/DeleteVolume",
-		deleteVolumeToV1, emptyAnswer[*csi.DeleteVolumeResponse, *csiv0.DeleteVolumeResponse, *csiv0.DeleteVolumeRequest]),
-	"/csi.v0.Controller/ControllerPublishVolume": convert("/csi.v1.Controller/ControllerPublishVolume",
-		controllerPublishToV1, same[*csi.ControllerPublishVolumeResponse, *csiv0.ControllerPublishVolumeResponse, *csiv0.ControllerPublishVolumeRequest](controllerPublishedToV0)),
-	"/csi.v0.Controller/ControllerUnpublishVolume": convert("/csi.v1.Controller/ControllerUnpublishVolume",
-		controllerUnpublishToV1, emptyAnswer[*csi.ControllerUnpublishVolumeResponse, *csiv0.ControllerUnpublishVolumeResponse, *csiv0.ControllerUnpublishVolumeRequest]),
-	"/csi.v0.Controller/ValidateVolumeCapabilities": convert("/csi.v1.Controller/ValidateVolumeCapabilities",
-		validateToV1, same[*csi.ValidateVolumeCapabilitiesResponse, *csiv0.ValidateVolumeCapabilitiesResponse, *csiv0.ValidateVolumeCapabilitiesRequest](validatedToV0)),
-	"/csi.v0.Controller/ListVolumes": convert("/csi.v1.Controller/ListVolumes",
-		listVolumesToV1, same[*csi.ListVolumesResponse, *csiv0.ListVolumesResponse, *csiv0.ListVolumesRequest](listedVolumesToV0)),
-	"/csi.v0.Controller/GetCapacity": convert("/csi.v1.Controller/GetCapacity",
-		getCapacityToV1, same[*csi.GetCapacityResponse, *csiv0.GetCapacityResponse, *csiv0.GetCapacityRequest](capacityToV0)),
-	"/csi.v0.Controller/ControllerGetCapabilities": convert("/csi.v1.Controller/ControllerGetCapabilities",
-		empty[*csiv0.ControllerGetCapabilitiesRequest, *csi.ControllerGetCapabilitiesRequest], same[*csi.ControllerGetCapabilitiesResponse, *csiv0.ControllerGetCapabilitiesResponse, *csiv0.ControllerGetCapabilitiesRequest](controllerCapabilitiesToV0)),
-	"/csi.v0.Controller/CreateSnapshot": convert("/csi.v1.Controller/CreateSnapshot",
-		createSnapshotToV1, same[*csi.CreateSnapshotResponse, *csiv0.CreateSnapshotResponse, *csiv0.CreateSnapshotRequest](createdSnapshotToV0)),
-	"/csi.v0.Controller/DeleteSnapshot": convert("/csi.v1.Controller/DeleteSnapshot",
-		deleteSnapshotToV1, emptyAnswer[*csi.DeleteSnapshotResponse, *csiv0.DeleteSnapshotResponse, *csiv0.DeleteSnapshotRequest]),
-	"/csi.v0.Controller/ListSnapshots": convert("/csi.v1.Controller/ListSnapshots",
-		listSnapshotsToV1, same[*csi.ListSnapshotsResponse, *csiv0.ListSnapshotsResponse, *csiv0.ListSnapshotsRequest](listedSnapshotsToV0)),
-	"/csi.v0.Node/NodeStageVolume": convert("/csi.v1.Node/NodeStageVolume",
-		nodeStageToV1, emptyAnswer[*csi.NodeStageVolumeResponse, *csiv0.NodeStageVolumeResponse, *csiv0.NodeStageVolumeRequest]),
-	"/csi.v0.Node/NodeUnstageVolume": convert("/csi.v1.Node/NodeUnstageVolume",
-		nodeUnstageToV1, emptyAnswer[*csi.NodeUnstageVolumeResponse, *csiv0.NodeUnstageVolumeResponse, *csiv0.NodeUnstageVolumeRequest]),
-	"/csi.v0.Node/NodePublishVolume": convert("/csi.v1.Node/NodePublishVolume",
-		nodePublishToV1, emptyAnswer[*csi.NodePublishVolumeResponse, *csiv0.NodePublishVolumeResponse, *csiv0.NodePublishVolumeRequest]),
-	"/csi.v0.Node/NodeUnpublishVolume": convert("/csi.v1.Node/NodeUnpublishVolume",
-		nodeUnpublishToV1, emptyAnswer[*csi.NodeUnpublishVolumeResponse, *csiv0.NodeUnpublishVolumeResponse, *csiv0.NodeUnpublishVolumeRequest]),
-	"/csi.v0.Node/NodeGetCapabilities": convert("/csi.v1.Node/NodeGetCapabilities",
-		empty[*csiv0.NodeGetCapabilitiesRequest, *csi.NodeGetCapabilitiesRequest], same[*csi.NodeGetCapabilitiesResponse, *csiv0.NodeGetCapabilitiesResponse, *csiv0.NodeGetCapabilitiesRequest](nodeCapabilitiesToV0)),
-	"/csi.v0.Node/NodeGetInfo": convert("/csi.v1.Node/NodeGetInfo",
-		empty[*csiv0.NodeGetInfoRequest, *csi.NodeGetInfoRequest], same[*csi.NodeGetInfoResponse, *csiv0.NodeGetInfoResponse, *csiv0.NodeGetInfoRequest](nodeInfoToV0)),
-	"/csi.v0.Node/NodeGetId": convert("/csi.v1.Node/NodeGetInfo",
-		empty[*csiv0.NodeGetIdRequest, *csi.NodeGetInfoRequest], same[*csi.NodeGetInfoResponse, *csiv0.NodeGetIdResponse, *csiv0.NodeGetIdRequest](nodeIDToV0)),
+// method is an RPC both versions have, by its name in both ("Controller/CreateVolume"), and
+// how each of its messages crosses: a conversion left nil is byFields (every field that
+// matters crosses as it is, renames included). A v1 caller's call of it goes to a v0 driver
+// through reqToV0 and respToV1, wrapped by onV0 if set; a v0 caller's goes to a v1 backend
+// through reqToV1 and respToV0. answers, when set, is both respToV1 and respToV0.
+type method struct {
+	name              string
+	reqToV0, respToV1 conversion
+	reqToV1, respToV0 conversion
+	answers           conversion
+	onV0              func(rpc) rpc
+	v0Only, v1Target  string // a v0 method v1 lacks, answered by the v1 method v1Target
 }
 
-// empty is the down of a method whose request has no fields.
-func empty[From, To proto.Message](From) (To, error) { return newMessage[To](), nil }
+// methods are every method a caller of one version may call on a backend of the other. A
+// v1 method missing here has no v0 equivalent (the expansion, stats, condition, get, modify
+// and group RPCs, the GroupController and SnapshotMetadata services): UNIMPLEMENTED, and its
+// capability is never advertised. Every v0 method is here.
+var methods = []method{
+	{name: "Identity/GetPluginInfo"},
+	// A v0 plugin's services are CONTROLLER_SERVICE and ACCESSIBILITY_CONSTRAINTS; volume
+	// expansion, group controller and snapshot metadata services do not cross to v0.
+	{name: "Identity/GetPluginCapabilities", answers: capabilitiesAcross("service", lastV0PluginService.Number())},
+	{name: "Identity/Probe"},
 
-// emptyAnswer is the up of a method whose response has no fields.
-func emptyAnswer[From, To proto.Message, Req any](From, Req) (To, error) {
-	return newMessage[To](), nil
+	{name: "Controller/CreateVolume",
+		reqToV0: request(createVolumeToV0), respToV1: answer(createdVolumeToV1), reqToV1: request(createVolumeToV1), respToV0: answer(createdVolumeToV0)},
+	{name: "Controller/DeleteVolume"},
+	{name: "Controller/ControllerPublishVolume", reqToV0: capabilityToV0Request, reqToV1: capabilityToV1Request},
+	{name: "Controller/ControllerUnpublishVolume", onV0: unpublishedWhenNotFound},
+	{name: "Controller/ValidateVolumeCapabilities",
+		reqToV0: request(validateToV0), respToV1: answerTo(validatedToV1), reqToV1: request(validateToV1), respToV0: answer(validatedToV0)},
+	// A v0 listing's entries have no status (v0 has no published nodes, and
+	// LIST_VOLUMES_PUBLISHED_NODES is not advertised).
+	{name: "Controller/ListVolumes", respToV1: listed("volume", volumeToV1), respToV0: listed("volume", volumeToV0)},
+	{name: "Controller/GetCapacity", reqToV0: request(getCapacityToV0), reqToV1: request(getCapacityToV1)},
+	// v0.3 has six controller RPCs; clone, expand, readonly publish, published nodes, volume
+	// condition, get, modify and the rest do not cross to v0.
+	{name: "Controller/ControllerGetCapabilities", answers: capabilitiesAcross("rpc", lastV0ControllerRPC.Number())},
+	{name: "Controller/CreateSnapshot", respToV1: answerTo(createdSnapshotToV1), respToV0: answer(createdSnapshotToV0)},
+	{name: "Controller/DeleteSnapshot"},
+	{name: "Controller/ListSnapshots", respToV1: listed("snapshot", snapshotToV1), respToV0: listed("snapshot", snapshotToV0)},
+
+	{name: "Node/NodeStageVolume", reqToV0: capabilityToV0Request, reqToV1: capabilityToV1Request},
+	{name: "Node/NodeUnstageVolume"},
+	{name: "Node/NodePublishVolume", reqToV0: capabilityToV0Request, reqToV1: capabilityToV1Request, onV0: targetCreatedFirst},
+	{name: "Node/NodeUnpublishVolume", onV0: targetRemovedAfter},
+	// STAGE_UNSTAGE_VOLUME is v0's one node RPC capability: volume stats, expansion,
+	// condition, single-node multi-writer and mount group do not cross to v0.
+	{name: "Node/NodeGetCapabilities", answers: capabilitiesAcross("rpc", lastV0NodeRPC.Number())},
+	{name: "Node/NodeGetInfo", respToV1: answer(nodeInfoToV1), respToV0: answer(nodeInfoToV0), onV0: orNodeGetID},
+	{v0Only: "Node/NodeGetId", v1Target: "Node/NodeGetInfo"},
+}
+
+// translations are the rpcs of methods by the caller's full method name.
+var translations = translationsOf(methods)
+
+func translationsOf(ms []method) map[string]rpc {
+	or := func(c conversion) conversion {
+		if c == nil {
+			return byFields
+		}
+		return c
+	}
+	t := map[string]rpc{}
+	for _, m := range ms {
+		if m.answers != nil {
+			m.respToV1, m.respToV0 = m.answers, m.answers
+		}
+		if m.v0Only != "" {
+			t[v0Prefix+m.v0Only] = convert(v0Prefix+m.v0Only, v1Prefix+m.v1Target, or(m.reqToV1), or(m.respToV0))
+			continue
+		}
+		v1, v0 := v1Prefix+m.name, v0Prefix+m.name
+		onV0 := convert(v1, v0, or(m.reqToV0), or(m.respToV1))
+		if m.onV0 != nil {
+			onV0 = m.onV0(onV0)
+		}
+		t[v1] = onV0
+		t[v0] = convert(v0, v1, or(m.reqToV1), or(m.respToV0))
+	}
+	return t
 }

@@ -19,8 +19,8 @@ func snapshotToV1(s *csiv0.Snapshot) *csi.Snapshot {
 	if s == nil {
 		return nil
 	}
-	out := &csi.Snapshot{SizeBytes: s.GetSizeBytes(), SnapshotId: s.GetId(), SourceVolumeId: s.GetSourceVolumeId(),
-		ReadyToUse: s.GetStatus().GetType() == csiv0.SnapshotStatus_READY}
+	out := crossed[*csi.Snapshot](s)
+	out.ReadyToUse = s.GetStatus().GetType() == csiv0.SnapshotStatus_READY
 	if ns := s.GetCreatedAt(); ns != 0 {
 		out.CreationTime = timestamppb.New(time.Unix(0, ns))
 	}
@@ -33,8 +33,8 @@ func snapshotToV0(s *csi.Snapshot) *csiv0.Snapshot {
 	if s == nil {
 		return nil
 	}
-	out := &csiv0.Snapshot{SizeBytes: s.GetSizeBytes(), Id: s.GetSnapshotId(), SourceVolumeId: s.GetSourceVolumeId(),
-		Status: &csiv0.SnapshotStatus{Type: csiv0.SnapshotStatus_UPLOADING}}
+	out := crossed[*csiv0.Snapshot](s)
+	out.Status = &csiv0.SnapshotStatus{Type: csiv0.SnapshotStatus_UPLOADING}
 	if s.GetReadyToUse() {
 		out.Status.Type = csiv0.SnapshotStatus_READY
 	}
@@ -42,16 +42,6 @@ func snapshotToV0(s *csi.Snapshot) *csiv0.Snapshot {
 		out.CreatedAt = t.AsTime().UnixNano()
 	}
 	return out
-}
-
-func createSnapshotToV0(r *csi.CreateSnapshotRequest) (*csiv0.CreateSnapshotRequest, error) {
-	return &csiv0.CreateSnapshotRequest{SourceVolumeId: r.GetSourceVolumeId(), Name: r.GetName(),
-		CreateSnapshotSecrets: r.GetSecrets(), Parameters: r.GetParameters()}, nil
-}
-
-func createSnapshotToV1(r *csiv0.CreateSnapshotRequest) (*csi.CreateSnapshotRequest, error) {
-	return &csi.CreateSnapshotRequest{SourceVolumeId: r.GetSourceVolumeId(), Name: r.GetName(),
-		Secrets: r.GetCreateSnapshotSecrets(), Parameters: r.GetParameters()}, nil
 }
 
 // createdSnapshotToV1 fails the call when the driver reports the snapshot's upload failed
@@ -67,37 +57,4 @@ func createdSnapshotToV1(r *csiv0.CreateSnapshotResponse, _ *csi.CreateSnapshotR
 
 func createdSnapshotToV0(r *csi.CreateSnapshotResponse) *csiv0.CreateSnapshotResponse {
 	return &csiv0.CreateSnapshotResponse{Snapshot: snapshotToV0(r.GetSnapshot())}
-}
-
-func deleteSnapshotToV0(r *csi.DeleteSnapshotRequest) (*csiv0.DeleteSnapshotRequest, error) {
-	return &csiv0.DeleteSnapshotRequest{SnapshotId: r.GetSnapshotId(), DeleteSnapshotSecrets: r.GetSecrets()}, nil
-}
-
-func deleteSnapshotToV1(r *csiv0.DeleteSnapshotRequest) (*csi.DeleteSnapshotRequest, error) {
-	return &csi.DeleteSnapshotRequest{SnapshotId: r.GetSnapshotId(), Secrets: r.GetDeleteSnapshotSecrets()}, nil
-}
-
-// listSnapshotsToV0: v0's ListSnapshots takes no secrets; they are not sent.
-func listSnapshotsToV0(r *csi.ListSnapshotsRequest) (*csiv0.ListSnapshotsRequest, error) {
-	return &csiv0.ListSnapshotsRequest{MaxEntries: r.GetMaxEntries(), StartingToken: r.GetStartingToken(),
-		SourceVolumeId: r.GetSourceVolumeId(), SnapshotId: r.GetSnapshotId()}, nil
-}
-
-func listSnapshotsToV1(r *csiv0.ListSnapshotsRequest) (*csi.ListSnapshotsRequest, error) {
-	return &csi.ListSnapshotsRequest{MaxEntries: r.GetMaxEntries(), StartingToken: r.GetStartingToken(),
-		SourceVolumeId: r.GetSourceVolumeId(), SnapshotId: r.GetSnapshotId()}, nil
-}
-
-func listedSnapshotsToV1(r *csiv0.ListSnapshotsResponse) *csi.ListSnapshotsResponse {
-	return &csi.ListSnapshotsResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csiv0.ListSnapshotsResponse_Entry) *csi.ListSnapshotsResponse_Entry {
-			return &csi.ListSnapshotsResponse_Entry{Snapshot: snapshotToV1(e.GetSnapshot())}
-		})}
-}
-
-func listedSnapshotsToV0(r *csi.ListSnapshotsResponse) *csiv0.ListSnapshotsResponse {
-	return &csiv0.ListSnapshotsResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csi.ListSnapshotsResponse_Entry) *csiv0.ListSnapshotsResponse_Entry {
-			return &csiv0.ListSnapshotsResponse_Entry{Snapshot: snapshotToV0(e.GetSnapshot())}
-		})}
 }

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csi-gateway/csi-gateway/backends"
-	"github.com/csi-gateway/csi-gateway/internal/csiv0"
 )
 
 // Target paths: in v1 the plugin creates NodePublishVolume's target_path (a directory for a
@@ -78,32 +77,31 @@ func (c *createdPaths) remove(path string) {
 	}
 }
 
-// nodePublishOnV0 is v1's NodePublishVolume on a v0 driver: the target path created first.
-var nodePublishOnV0 = rpc{call: func(ctx context.Context, b *Backend, raw []byte) ([]byte, error) {
-	var req csi.NodePublishVolumeRequest
-	if err := proto.Unmarshal(raw, &req); err == nil {
-		if err := b.targets.create(&req); err != nil {
-			return b.refusal(err)
+// targetCreatedFirst is v1's NodePublishVolume on a v0 driver (publish): the target path
+// created first.
+func targetCreatedFirst(publish rpc) rpc {
+	return rpc{call: func(ctx context.Context, b *Backend, raw []byte) ([]byte, error) {
+		var req csi.NodePublishVolumeRequest
+		if err := proto.Unmarshal(raw, &req); err == nil {
+			if err := b.targets.create(&req); err != nil {
+				return b.refusal(err)
+			}
 		}
-	}
-	return nodePublishToV0RPC.call(ctx, b, raw)
-}}
+		return publish.call(ctx, b, raw)
+	}}
+}
 
-var nodePublishToV0RPC = convert("/csi.v0.Node/NodePublishVolume",
-	nodePublishToV0, emptyAnswer[*csiv0.NodePublishVolumeResponse, *csi.NodePublishVolumeResponse, *csi.NodePublishVolumeRequest])
-
-// nodeUnpublishOnV0 is v1's NodeUnpublishVolume on a v0 driver: the target path the gateway
-// created removed after the driver unpublished it.
-var nodeUnpublishOnV0 = rpc{call: func(ctx context.Context, b *Backend, raw []byte) ([]byte, error) {
-	resp, err := nodeUnpublishToV0RPC.call(ctx, b, raw)
-	if err == nil {
-		var req csi.NodeUnpublishVolumeRequest
-		if proto.Unmarshal(raw, &req) == nil {
-			b.targets.remove(req.GetTargetPath())
+// targetRemovedAfter is v1's NodeUnpublishVolume on a v0 driver (unpublish): the target
+// path the gateway created removed after the driver unpublished it.
+func targetRemovedAfter(unpublish rpc) rpc {
+	return rpc{call: func(ctx context.Context, b *Backend, raw []byte) ([]byte, error) {
+		resp, err := unpublish.call(ctx, b, raw)
+		if err == nil {
+			var req csi.NodeUnpublishVolumeRequest
+			if proto.Unmarshal(raw, &req) == nil {
+				b.targets.remove(req.GetTargetPath())
+			}
 		}
-	}
-	return resp, err
-}}
-
-var nodeUnpublishToV0RPC = convert("/csi.v0.Node/NodeUnpublishVolume",
-	nodeUnpublishToV0, emptyAnswer[*csiv0.NodeUnpublishVolumeResponse, *csi.NodeUnpublishVolumeResponse, *csi.NodeUnpublishVolumeRequest])
+		return resp, err
+	}}
+}

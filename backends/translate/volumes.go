@@ -13,8 +13,10 @@ func volumeToV1(v *csiv0.Volume) *csi.Volume {
 	if v == nil {
 		return nil
 	}
-	return &csi.Volume{CapacityBytes: v.GetCapacityBytes(), VolumeId: v.GetId(), VolumeContext: v.GetAttributes(),
-		ContentSource: contentSourceToV1(v.GetContentSource()), AccessibleTopology: mapSlice(v.GetAccessibleTopology(), topologyToV1)}
+	out := crossed[*csi.Volume](v)
+	out.ContentSource = contentSourceToV1(v.GetContentSource())
+	out.AccessibleTopology = mapSlice(v.GetAccessibleTopology(), topologyToV1)
+	return out
 }
 
 // volumeToV0 converts a v1 backend's volume; a clone's source (a volume) does not cross.
@@ -22,9 +24,10 @@ func volumeToV0(v *csi.Volume) *csiv0.Volume {
 	if v == nil {
 		return nil
 	}
-	source, _ := contentSourceToV0(v.GetContentSource())
-	return &csiv0.Volume{CapacityBytes: v.GetCapacityBytes(), Id: v.GetVolumeId(), Attributes: v.GetVolumeContext(),
-		ContentSource: source, AccessibleTopology: mapSlice(v.GetAccessibleTopology(), topologyToV0)}
+	out := crossed[*csiv0.Volume](v)
+	out.ContentSource, _ = contentSourceToV0(v.GetContentSource())
+	out.AccessibleTopology = mapSlice(v.GetAccessibleTopology(), topologyToV0)
+	return out
 }
 
 func contentSourceToV1(s *csiv0.VolumeContentSource) *csi.VolumeContentSource {
@@ -54,20 +57,6 @@ func contentSourceToV0(s *csi.VolumeContentSource) (_ *csiv0.VolumeContentSource
 	return out, true
 }
 
-func capacityRangeToV0(r *csi.CapacityRange) *csiv0.CapacityRange {
-	if r == nil {
-		return nil
-	}
-	return &csiv0.CapacityRange{RequiredBytes: r.GetRequiredBytes(), LimitBytes: r.GetLimitBytes()}
-}
-
-func capacityRangeToV1(r *csiv0.CapacityRange) *csi.CapacityRange {
-	if r == nil {
-		return nil
-	}
-	return &csi.CapacityRange{RequiredBytes: r.GetRequiredBytes(), LimitBytes: r.GetLimitBytes()}
-}
-
 func createVolumeToV0(r *csi.CreateVolumeRequest) (*csiv0.CreateVolumeRequest, error) {
 	if len(r.GetMutableParameters()) > 0 {
 		return nil, cannotCross("mutable_parameters have no CSI v0 equivalent (the driver cannot advertise MODIFY_VOLUME)")
@@ -80,15 +69,19 @@ func createVolumeToV0(r *csi.CreateVolumeRequest) (*csiv0.CreateVolumeRequest, e
 	if err != nil {
 		return nil, err
 	}
-	return &csiv0.CreateVolumeRequest{Name: r.GetName(), CapacityRange: capacityRangeToV0(r.GetCapacityRange()),
-		VolumeCapabilities: caps, Parameters: r.GetParameters(), ControllerCreateSecrets: r.GetSecrets(),
-		VolumeContentSource: source, AccessibilityRequirements: requirementToV0(r.GetAccessibilityRequirements())}, nil
+	out := crossed[*csiv0.CreateVolumeRequest](r)
+	out.CapacityRange = crossed[*csiv0.CapacityRange](r.GetCapacityRange())
+	out.VolumeCapabilities, out.VolumeContentSource = caps, source
+	out.AccessibilityRequirements = requirementToV0(r.GetAccessibilityRequirements())
+	return out, nil
 }
 
 func createVolumeToV1(r *csiv0.CreateVolumeRequest) (*csi.CreateVolumeRequest, error) {
-	return &csi.CreateVolumeRequest{Name: r.GetName(), CapacityRange: capacityRangeToV1(r.GetCapacityRange()),
-		VolumeCapabilities: capabilitiesToV1(r.GetVolumeCapabilities()), Parameters: r.GetParameters(), Secrets: r.GetControllerCreateSecrets(),
-		VolumeContentSource: contentSourceToV1(r.GetVolumeContentSource()), AccessibilityRequirements: requirementToV1(r.GetAccessibilityRequirements())}, nil
+	out := crossed[*csi.CreateVolumeRequest](r)
+	out.CapacityRange = crossed[*csi.CapacityRange](r.GetCapacityRange())
+	out.VolumeCapabilities, out.VolumeContentSource = capabilitiesToV1(r.GetVolumeCapabilities()), contentSourceToV1(r.GetVolumeContentSource())
+	out.AccessibilityRequirements = requirementToV1(r.GetAccessibilityRequirements())
+	return out, nil
 }
 
 func createdVolumeToV1(r *csiv0.CreateVolumeResponse) *csi.CreateVolumeResponse {
@@ -99,14 +92,6 @@ func createdVolumeToV0(r *csi.CreateVolumeResponse) *csiv0.CreateVolumeResponse 
 	return &csiv0.CreateVolumeResponse{Volume: volumeToV0(r.GetVolume())}
 }
 
-func deleteVolumeToV0(r *csi.DeleteVolumeRequest) (*csiv0.DeleteVolumeRequest, error) {
-	return &csiv0.DeleteVolumeRequest{VolumeId: r.GetVolumeId(), ControllerDeleteSecrets: r.GetSecrets()}, nil
-}
-
-func deleteVolumeToV1(r *csiv0.DeleteVolumeRequest) (*csi.DeleteVolumeRequest, error) {
-	return &csi.DeleteVolumeRequest{VolumeId: r.GetVolumeId(), Secrets: r.GetControllerDeleteSecrets()}, nil
-}
-
 // validateToV0 converts a v1 ValidateVolumeCapabilities: v0 has no parameters,
 // mutable_parameters nor secrets (they are not sent, and so never confirmed); a capability v0
 // cannot express is answered at once, not confirmed.
@@ -115,8 +100,9 @@ func validateToV0(r *csi.ValidateVolumeCapabilitiesRequest) (*csiv0.ValidateVolu
 	if err != nil {
 		return nil, &answered{&csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}}
 	}
-	return &csiv0.ValidateVolumeCapabilitiesRequest{VolumeId: r.GetVolumeId(), VolumeCapabilities: caps,
-		VolumeAttributes: r.GetVolumeContext()}, nil
+	out := crossed[*csiv0.ValidateVolumeCapabilitiesRequest](r)
+	out.VolumeCapabilities = caps
+	return out, nil
 }
 
 // validatedToV1 confirms the volume context and capabilities asked about when the v0 driver
@@ -133,36 +119,13 @@ func validatedToV1(resp *csiv0.ValidateVolumeCapabilitiesResponse, req *csi.Vali
 // validateToV1 converts a v0 ValidateVolumeCapabilities; v0.3's accessible_topology has no
 // v1 equivalent and is not checked.
 func validateToV1(r *csiv0.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesRequest, error) {
-	return &csi.ValidateVolumeCapabilitiesRequest{VolumeId: r.GetVolumeId(), VolumeContext: r.GetVolumeAttributes(),
-		VolumeCapabilities: capabilitiesToV1(r.GetVolumeCapabilities())}, nil
+	out := crossed[*csi.ValidateVolumeCapabilitiesRequest](r)
+	out.VolumeCapabilities = capabilitiesToV1(r.GetVolumeCapabilities())
+	return out, nil
 }
 
 func validatedToV0(r *csi.ValidateVolumeCapabilitiesResponse) *csiv0.ValidateVolumeCapabilitiesResponse {
 	return &csiv0.ValidateVolumeCapabilitiesResponse{Supported: r.GetConfirmed() != nil, Message: r.GetMessage()}
-}
-
-func listVolumesToV0(r *csi.ListVolumesRequest) (*csiv0.ListVolumesRequest, error) {
-	return &csiv0.ListVolumesRequest{MaxEntries: r.GetMaxEntries(), StartingToken: r.GetStartingToken()}, nil
-}
-
-func listVolumesToV1(r *csiv0.ListVolumesRequest) (*csi.ListVolumesRequest, error) {
-	return &csi.ListVolumesRequest{MaxEntries: r.GetMaxEntries(), StartingToken: r.GetStartingToken()}, nil
-}
-
-// listedVolumesToV1 converts a v0 listing; entries have no status (v0 has no published
-// nodes, and LIST_VOLUMES_PUBLISHED_NODES is not advertised).
-func listedVolumesToV1(r *csiv0.ListVolumesResponse) *csi.ListVolumesResponse {
-	return &csi.ListVolumesResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csiv0.ListVolumesResponse_Entry) *csi.ListVolumesResponse_Entry {
-			return &csi.ListVolumesResponse_Entry{Volume: volumeToV1(e.GetVolume())}
-		})}
-}
-
-func listedVolumesToV0(r *csi.ListVolumesResponse) *csiv0.ListVolumesResponse {
-	return &csiv0.ListVolumesResponse{NextToken: r.GetNextToken(), Entries: mapSlice(r.GetEntries(),
-		func(e *csi.ListVolumesResponse_Entry) *csiv0.ListVolumesResponse_Entry {
-			return &csiv0.ListVolumesResponse_Entry{Volume: volumeToV0(e.GetVolume())}
-		})}
 }
 
 func getCapacityToV0(r *csi.GetCapacityRequest) (*csiv0.GetCapacityRequest, error) {
@@ -170,20 +133,13 @@ func getCapacityToV0(r *csi.GetCapacityRequest) (*csiv0.GetCapacityRequest, erro
 	if err != nil {
 		return nil, err
 	}
-	return &csiv0.GetCapacityRequest{VolumeCapabilities: caps, Parameters: r.GetParameters(),
-		AccessibleTopology: topologyToV0(r.GetAccessibleTopology())}, nil
+	out := crossed[*csiv0.GetCapacityRequest](r)
+	out.VolumeCapabilities, out.AccessibleTopology = caps, topologyToV0(r.GetAccessibleTopology())
+	return out, nil
 }
 
 func getCapacityToV1(r *csiv0.GetCapacityRequest) (*csi.GetCapacityRequest, error) {
-	return &csi.GetCapacityRequest{VolumeCapabilities: capabilitiesToV1(r.GetVolumeCapabilities()), Parameters: r.GetParameters(),
-		AccessibleTopology: topologyToV1(r.GetAccessibleTopology())}, nil
-}
-
-// capacityToV1: v0 has no maximum or minimum volume size; they stay unset (unknown).
-func capacityToV1(r *csiv0.GetCapacityResponse) *csi.GetCapacityResponse {
-	return &csi.GetCapacityResponse{AvailableCapacity: r.GetAvailableCapacity()}
-}
-
-func capacityToV0(r *csi.GetCapacityResponse) *csiv0.GetCapacityResponse {
-	return &csiv0.GetCapacityResponse{AvailableCapacity: r.GetAvailableCapacity()}
+	out := crossed[*csi.GetCapacityRequest](r)
+	out.VolumeCapabilities, out.AccessibleTopology = capabilitiesToV1(r.GetVolumeCapabilities()), topologyToV1(r.GetAccessibleTopology())
+	return out, nil
 }

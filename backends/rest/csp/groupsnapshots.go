@@ -36,11 +36,9 @@ func (b *Backend) createVolumeGroupSnapshot(ctx context.Context, req *csi.Create
 		}
 		groupID = v.VolumeGroupID
 	}
-	var g volumeGroup
-	if found, err := b.get(ctx, rpc, "/volume_groups/"+url.PathEscape(groupID), nil, &g); err != nil {
+	g, err := mustFind(ctx, b, rpc, "volume group", groupID, b.getVolumeGroup)
+	if err != nil {
 		return nil, err
-	} else if !found {
-		return nil, b.notFoundError(rpc, "volume group", groupID)
 	}
 	var members []string
 	for _, m := range g.Volumes {
@@ -99,25 +97,17 @@ func (b *Backend) csiGroupSnapshot(rpc string, sg snapshotGroup) (*csi.VolumeGro
 
 func (b *Backend) deleteVolumeGroupSnapshot(ctx context.Context, req *csi.DeleteVolumeGroupSnapshotRequest) (*csi.DeleteVolumeGroupSnapshotResponse, error) {
 	rpc := "DeleteVolumeGroupSnapshot"
-	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodDelete, path: "/snapshot_groups/" + url.PathEscape(req.GetGroupSnapshotId()), idempotent: true}, nil)
-	switch {
-	case err != nil:
+	if err := b.remove(ctx, rpc, "/snapshot_groups/"+url.PathEscape(req.GetGroupSnapshotId())); err != nil {
 		return nil, err
-	case a.status/100 == 2, a.notFound(b.profile):
-		return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
 	}
-	return nil, b.classify(rpc, a)
+	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
 }
 
 func (b *Backend) getVolumeGroupSnapshot(ctx context.Context, req *csi.GetVolumeGroupSnapshotRequest) (*csi.GetVolumeGroupSnapshotResponse, error) {
 	rpc := "GetVolumeGroupSnapshot"
-	var sg snapshotGroup
-	found, err := b.get(ctx, rpc, "/snapshot_groups/"+url.PathEscape(req.GetGroupSnapshotId()), nil, &sg)
+	sg, err := mustFind(ctx, b, rpc, "group snapshot", req.GetGroupSnapshotId(), b.getSnapshotGroup)
 	if err != nil {
 		return nil, err
-	}
-	if !found {
-		return nil, b.notFoundError(rpc, "group snapshot", req.GetGroupSnapshotId())
 	}
 	gs, err := b.csiGroupSnapshot(rpc, sg)
 	if err != nil {

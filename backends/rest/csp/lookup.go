@@ -56,6 +56,16 @@ func (b *Backend) snapshotByName(ctx context.Context, rpc, volumeID, name string
 	return snapshot{}, false, err
 }
 
+func (b *Backend) getVolumeGroup(ctx context.Context, rpc, id string) (g volumeGroup, found bool, err error) {
+	found, err = b.get(ctx, rpc, "/volume_groups/"+url.PathEscape(id), nil, &g)
+	return g, found, err
+}
+
+func (b *Backend) getSnapshotGroup(ctx context.Context, rpc, id string) (sg snapshotGroup, found bool, err error) {
+	found, err = b.get(ctx, rpc, "/snapshot_groups/"+url.PathEscape(id), nil, &sg)
+	return sg, found, err
+}
+
 // get reads path into out: found=true for 200, false for the CSP's "does not exist".
 func (b *Backend) get(ctx context.Context, rpc, path string, query url.Values, out any) (bool, error) {
 	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodGet, path: path, query: query, idempotent: true}, out)
@@ -73,4 +83,17 @@ func (b *Backend) get(ctx context.Context, rpc, path string, query url.Values, o
 // notFoundError is the NOT_FOUND of an object a call names.
 func (b *Backend) notFoundError(rpc, what, id string) error {
 	return b.errorf(backends.ClassNotFound, rpc, "%s %q does not exist", what, id)
+}
+
+// remove deletes path: deleted (2xx) or already absent is OK, as CSI wants of a delete; any
+// other answer is classified.
+func (b *Backend) remove(ctx context.Context, rpc, path string) error {
+	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodDelete, path: path, idempotent: true}, nil)
+	switch {
+	case err != nil:
+		return err
+	case a.status/100 == 2, a.notFound(b.profile):
+		return nil
+	}
+	return b.classify(rpc, a)
 }

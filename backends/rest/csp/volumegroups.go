@@ -62,11 +62,9 @@ func (b *Backend) modifyVolumeGroupMembership(ctx context.Context, req *volumegr
 	if err := b.requireGroups(rpc); err != nil {
 		return nil, err
 	}
-	var g volumeGroup
-	if found, err := b.get(ctx, rpc, "/volume_groups/"+url.PathEscape(req.GetVolumeGroupId()), nil, &g); err != nil {
+	g, err := mustFind(ctx, b, rpc, "volume group", req.GetVolumeGroupId(), b.getVolumeGroup)
+	if err != nil {
 		return nil, err
-	} else if !found {
-		return nil, b.notFoundError(rpc, "volume group", req.GetVolumeGroupId())
 	}
 	vg, err := b.withMembers(ctx, rpc, g, req.GetVolumeIds())
 	if err != nil {
@@ -120,14 +118,10 @@ func (b *Backend) deleteVolumeGroup(ctx context.Context, req *volumegroup.Delete
 	if err := b.requireGroups(rpc); err != nil {
 		return nil, err
 	}
-	a, err := b.do(ctx, request{rpc: rpc, method: http.MethodDelete, path: "/volume_groups/" + url.PathEscape(req.GetVolumeGroupId()), idempotent: true}, nil)
-	switch {
-	case err != nil:
+	if err := b.remove(ctx, rpc, "/volume_groups/"+url.PathEscape(req.GetVolumeGroupId())); err != nil {
 		return nil, err
-	case a.status/100 == 2, a.notFound(b.profile):
-		return &volumegroup.DeleteVolumeGroupResponse{}, nil
 	}
-	return nil, b.classify(rpc, a)
+	return &volumegroup.DeleteVolumeGroupResponse{}, nil
 }
 
 func (b *Backend) listVolumeGroups(ctx context.Context, req *volumegroup.ListVolumeGroupsRequest) (*volumegroup.ListVolumeGroupsResponse, error) {
@@ -162,13 +156,9 @@ func (b *Backend) controllerGetVolumeGroup(ctx context.Context, req *volumegroup
 
 // csiVolumeGroup reads a group as csi-addons describes it: NOT_FOUND when it does not exist.
 func (b *Backend) csiVolumeGroup(ctx context.Context, rpc, id string) (*volumegroup.VolumeGroup, error) {
-	var g volumeGroup
-	found, err := b.get(ctx, rpc, "/volume_groups/"+url.PathEscape(id), nil, &g)
+	g, err := mustFind(ctx, b, rpc, "volume group", id, b.getVolumeGroup)
 	if err != nil {
 		return nil, err
-	}
-	if !found {
-		return nil, b.notFoundError(rpc, "volume group", id)
 	}
 	return groupOf(g), nil
 }

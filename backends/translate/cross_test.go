@@ -1,0 +1,62 @@
+package translate
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// TestRenamesNameRealFields: every entry of renames names a v1 message, a field it has and a
+// field its v0 counterpart has, of a type that can cross, so that a misspelt name cannot
+// silently leave a field behind.
+func TestRenamesNameRealFields(t *testing.T) {
+	for msg, fields := range renames {
+		v1, err1 := protoregistry.GlobalTypes.FindMessageByName(v1Package.Append(msg))
+		v0, err0 := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("csi.v0").Append(msg))
+		if err1 != nil || err0 != nil {
+			t.Errorf("renames[%s]: no such message in both versions (%v, %v)", msg, err1, err0)
+			continue
+		}
+		for v1Field, v0Field := range fields {
+			a := v1.Descriptor().Fields().ByName(v1Field)
+			b := v0.Descriptor().Fields().ByName(v0Field)
+			switch {
+			case a == nil || b == nil:
+				t.Errorf("renames[%s]: %s → %s names a field that does not exist", msg, v1Field, v0Field)
+			case !sameType(a, b):
+				t.Errorf("renames[%s]: %s and %s have different types: the value cannot cross", msg, v1Field, v0Field)
+			}
+		}
+	}
+}
+
+// TestVersionsDocNamesEveryRename keeps docs/versions.md's table of fields in step with
+// renames: every v0 field renames gives a v1 field is named there, beside its v1 name.
+func TestVersionsDocNamesEveryRename(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/versions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fields, ok := strings.Cut(string(doc), "### Fields")
+	if !ok {
+		t.Fatal("docs/versions.md has no ### Fields section")
+	}
+	fields, _, _ = strings.Cut(fields, "\n### ")
+	for msg, renamed := range renames {
+		for v1Field, v0Field := range renamed {
+			found := false
+			for _, row := range strings.Split(fields, "\n") {
+				cells := strings.Split(row, "|")
+				if len(cells) > 2 && strings.Contains(cells[1], string(v1Field)+"`") && strings.Contains(cells[2], string(v0Field)+"`") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("docs/versions.md's fields table has no row for %s.%s → %s", msg, v1Field, v0Field)
+			}
+		}
+	}
+}
