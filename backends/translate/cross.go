@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"sync"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -44,11 +46,32 @@ func crossed[T proto.Message](from proto.Message) T {
 // the other, that cross as they are. Values are shared, not copied, as an assignment would.
 func crossFields(from, to proto.Message) {
 	src, dst := from.ProtoReflect(), to.ProtoReflect()
-	v1Name, toV1 := src.Descriptor().Name(), dst.Descriptor().FullName().Parent() == v1Package
-	if toV1 {
-		v1Name = dst.Descriptor().Name()
+	for _, p := range crossingOf(src.Descriptor(), dst.Descriptor()) {
+		if src.Has(p.from) {
+			dst.Set(p.to, src.Get(p.from))
+		}
 	}
-	fields := dst.Descriptor().Fields()
+}
+
+// crossing is a field of one message and its counterpart in the other version's.
+type crossing struct{ from, to protoreflect.FieldDescriptor }
+
+// crossings keeps, by pair of messages, the fields that cross as they are: worked out once
+// per pair from the descriptors, which do not change.
+var crossings sync.Map // [2]protoreflect.FullName → []crossing
+
+// crossingOf returns the fields of dst that take the value of a field of src.
+func crossingOf(src, dst protoreflect.MessageDescriptor) []crossing {
+	key := [2]protoreflect.FullName{src.FullName(), dst.FullName()}
+	if c, ok := crossings.Load(key); ok {
+		return c.([]crossing)
+	}
+	v1Name, toV1 := src.Name(), dst.FullName().Parent() == v1Package
+	if toV1 {
+		v1Name = dst.Name()
+	}
+	var pairs []crossing
+	fields := dst.Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
 		name := fd.Name()
@@ -59,12 +82,12 @@ func crossFields(from, to proto.Message) {
 		} else {
 			name = v1FieldOf(v1Name, name)
 		}
-		sfd := src.Descriptor().Fields().ByName(name)
-		if sfd == nil || !src.Has(sfd) || !sameType(fd, sfd) {
-			continue
+		if sfd := src.Fields().ByName(name); sfd != nil && sameType(fd, sfd) {
+			pairs = append(pairs, crossing{from: sfd, to: fd})
 		}
-		dst.Set(fd, src.Get(sfd))
 	}
+	crossings.Store(key, pairs)
+	return pairs
 }
 
 // v1Package is the v1 messages' proto package.
