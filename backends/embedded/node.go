@@ -149,10 +149,11 @@ func (n *nodeService) lockedVolume(ctx context.Context, id string) (vol nodeVolu
 // undo runs NodeUnstageVolume or NodeUnpublishVolume of volume id at path, the request's
 // field: it checks both (INVALID_ARGUMENT), waits for the volume's lock and fails with
 // FAILED_PRECONDITION when this process cannot mount or lacks losetup, in that order; then,
-// under the lock, it undoes the stage or publication with do (its error as nodeStatus says)
-// and forgets it with drop, both given path resolved (resolvePath). It does not read the
-// volume's record: undoing a volume that no longer exists is OK.
-func (n *nodeService) undo(ctx context.Context, id, field, path string, do func(ctx context.Context, id, resolved string) error, drop func(id, resolved string)) error {
+// under the lock, it reads the mount table and undoes the stage or publication with do (its
+// error as nodeStatus says) and forgets it with drop, both given path resolved
+// (resolvePath). It does not read the volume's record: undoing a volume that no longer
+// exists is OK.
+func (n *nodeService) undo(ctx context.Context, id, field, path string, do func(ctx context.Context, tab mountTable, id, resolved string) error, drop func(id, resolved string)) error {
 	if err := checkVolumeAt(id, field, path); err != nil {
 		return err
 	}
@@ -165,7 +166,11 @@ func (n *nodeService) undo(ctx context.Context, id, field, path string, do func(
 		return err
 	}
 	resolved := resolvePath(path)
-	if err := do(ctx, id, resolved); err != nil {
+	tab, err := readMountTable()
+	if err == nil {
+		err = do(ctx, tab, id, resolved)
+	}
+	if err != nil {
 		return nodeStatus(err)
 	}
 	drop(id, resolved)

@@ -272,16 +272,12 @@ func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpu
 	return respond(&csi.NodeUnpublishVolumeResponse{}, n.undo(ctx, req.GetVolumeId(), "target_path", req.GetTargetPath(), n.unpublish, n.records.dropPublication))
 }
 
-func (n *nodeService) unpublish(ctx context.Context, id, target string) error {
-	tab, err := readMountTable()
-	if err != nil {
-		return err
-	}
+func (n *nodeService) unpublish(ctx context.Context, tab mountTable, id, target string) error {
 	devs := n.loopsAt(tab, target)
 	if err := unmountWhile(target, nil); err != nil {
 		return err
 	}
-	err = os.Remove(target)
+	err := os.Remove(target)
 	switch {
 	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
 		return status.Errorf(codes.FailedPrecondition, "target_path %q still holds files once unmounted, which this node service did not put there; remove them or the directory", target)

@@ -218,11 +218,7 @@ func (n *nodeService) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstag
 	return respond(&csi.NodeUnstageVolumeResponse{}, n.undo(ctx, req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath(), n.unstage, n.records.dropStage))
 }
 
-func (n *nodeService) unstage(ctx context.Context, id, staging string) error {
-	tab, err := readMountTable()
-	if err != nil {
-		return err
-	}
+func (n *nodeService) unstage(ctx context.Context, tab mountTable, id, staging string) error {
 	// Only this appliance's file systems are unmounted from the staging directory itself:
 	// NodeStageVolume refuses to stage over anything else, so anything else is not ours.
 	ours := func(m *mountinfo.Info) bool { _, ok := n.loopByNumber(m.Major, m.Minor); return ok }

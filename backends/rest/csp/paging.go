@@ -47,20 +47,22 @@ type pageRequest interface {
 	GetMaxEntries() int32
 }
 
-// pageEntries is the page of items (page) that req asks for, each rendered by entry, and the
-// next page's token. A token the gateway did not make is ABORTED.
-func pageEntries[T, E any](b *Backend, rpc string, items []T, id func(T) string, req pageRequest, entry func(T) (E, error)) ([]E, string, error) {
+// listPage answers a List request: the page of items (page) that req asks for, each
+// rendered by entry, put in the answer by answer with the next page's token. A token the
+// gateway did not make is ABORTED.
+func listPage[T, E, R any](b *Backend, rpc string, items []T, id func(T) string, req pageRequest, entry func(T) (E, error), answer func(entries []E, next string) R) (R, error) {
+	var none R
 	items, next, ok := page(items, id, req.GetStartingToken(), req.GetMaxEntries())
 	if !ok {
-		return nil, "", b.errorf(backends.ClassAborted, rpc, "starting_token %.40q is not one this gateway gave", req.GetStartingToken())
+		return none, b.errorf(backends.ClassAborted, rpc, "starting_token %.40q is not one this gateway gave", req.GetStartingToken())
 	}
 	var out []E
 	for _, it := range items {
 		e, err := entry(it)
 		if err != nil {
-			return nil, "", err
+			return none, err
 		}
 		out = append(out, e)
 	}
-	return out, next, nil
+	return answer(out, next), nil
 }

@@ -149,14 +149,12 @@ func (b *Backend) listSnapshots(ctx context.Context, req *csi.ListSnapshotsReque
 			visible = append(visible, s)
 		}
 	}
-	entries, next, err := pageEntries(b, rpc, visible, func(s snapshot) string { return s.ID }, req, func(s snapshot) (*csi.ListSnapshotsResponse_Entry, error) {
+	return listPage(b, rpc, visible, func(s snapshot) string { return s.ID }, req, func(s snapshot) (*csi.ListSnapshotsResponse_Entry, error) {
 		snap, err := b.csiSnapshot(rpc, s)
 		return &csi.ListSnapshotsResponse_Entry{Snapshot: snap}, err
+	}, func(entries []*csi.ListSnapshotsResponse_Entry, next string) *csi.ListSnapshotsResponse {
+		return &csi.ListSnapshotsResponse{Entries: entries, NextToken: next}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &csi.ListSnapshotsResponse{Entries: entries, NextToken: next}, nil
 }
 
 // allSnapshots lists every snapshot: GET /snapshots, or, where the CSP requires a volume_id

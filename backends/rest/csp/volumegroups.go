@@ -133,13 +133,11 @@ func (b *Backend) listVolumeGroups(ctx context.Context, req *volumegroup.ListVol
 	if _, err := b.get(ctx, rpc, "/volume_groups", nil, &all); err != nil {
 		return nil, err
 	}
-	entries, next, err := pageEntries(b, rpc, all, func(g volumeGroup) string { return g.ID }, req, func(g volumeGroup) (*volumegroup.ListVolumeGroupsResponse_Entry, error) {
+	return listPage(b, rpc, all, func(g volumeGroup) string { return g.ID }, req, func(g volumeGroup) (*volumegroup.ListVolumeGroupsResponse_Entry, error) {
 		return &volumegroup.ListVolumeGroupsResponse_Entry{VolumeGroup: groupOf(g)}, nil
+	}, func(entries []*volumegroup.ListVolumeGroupsResponse_Entry, next string) *volumegroup.ListVolumeGroupsResponse {
+		return &volumegroup.ListVolumeGroupsResponse{Entries: entries, NextToken: next}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &volumegroup.ListVolumeGroupsResponse{Entries: entries, NextToken: next}, nil
 }
 
 func (b *Backend) controllerGetVolumeGroup(ctx context.Context, req *volumegroup.ControllerGetVolumeGroupRequest) (*volumegroup.ControllerGetVolumeGroupResponse, error) {

@@ -59,14 +59,12 @@ func (b *Backend) listVolumes(ctx context.Context, req *csi.ListVolumesRequest) 
 	if _, err := b.get(ctx, rpc, "/volumes", nil, &all); err != nil {
 		return nil, err
 	}
-	entries, next, err := pageEntries(b, rpc, all, func(v volume) string { return v.ID }, req, func(v volume) (*csi.ListVolumesResponse_Entry, error) {
+	return listPage(b, rpc, all, func(v volume) string { return v.ID }, req, func(v volume) (*csi.ListVolumesResponse_Entry, error) {
 		vol, err := b.csiVolume(rpc, v)
 		return &csi.ListVolumesResponse_Entry{Volume: vol}, err
+	}, func(entries []*csi.ListVolumesResponse_Entry, next string) *csi.ListVolumesResponse {
+		return &csi.ListVolumesResponse{Entries: entries, NextToken: next}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &csi.ListVolumesResponse{Entries: entries, NextToken: next}, nil
 }
 
 // controllerExpandVolume grows a volume (PUT /volumes/{id} {size}); one already large enough
