@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csi-addons/spec/lib/go/volumegroup"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -83,6 +85,9 @@ func TestListSnapshotsCostsOwnSnapshots(t *testing.T) {
 			if missing.Load() > 0 {
 				t.Errorf("blue's ListSnapshots by %d: %d GetSnapshot calls without the listing's secrets", max, missing.Load())
 			}
+		}
+		if resp := w.must("blue", listSnapshots, req); strings.Contains(prototext.Format(resp), canarySecrets["password"]) {
+			t.Errorf("blue's ListSnapshots answer shows the listing's secret: %v", resp)
 		}
 		var r readCounter
 		got, _ := listWith(t, w.ledger, "blue", listSnapshots, req, 4, r.wrap(invokerOf(w.back, nil), true))
