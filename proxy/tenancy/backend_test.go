@@ -82,9 +82,10 @@ func (r *recorder) since(n int) []string {
 	return slices.Clone(r.calls[n:])
 }
 
-// invokerOf returns an Invoker that sends calls to the appliance as bytes, as the proxy's
-// chain does, and answers the backend's failures as gRPC statuses of the class's code.
-func invokerOf(b *embedded.Backend, rec *recorder) Invoker {
+// invokerOf returns an Invoker that sends calls to a backend (the appliance, or a REST
+// backend in front of one) as bytes, as the proxy's chain does, and answers the backend's
+// failures as gRPC statuses of the class's code.
+func invokerOf(b backends.Backend, rec *recorder) Invoker {
 	return func(ctx context.Context, method string, req proto.Message) (proto.Message, error) {
 		if rec != nil {
 			rec.add(method)
@@ -108,27 +109,30 @@ func invokerOf(b *embedded.Backend, rec *recorder) Invoker {
 	}
 }
 
-// world is two or more tenants sharing one appliance through one ledger.
+// world is two or more tenants sharing one backend (the appliance, unless newWorldOn) through
+// one ledger.
 type world struct {
 	t       *testing.T
 	ledger  *Ledger
-	back    *embedded.Backend
-	dataDir string // the appliance's
+	back    backends.Backend
+	dataDir string // the appliance's; "" for newWorldOn's
 	rec     *recorder
-	direct  Invoker // straight to the appliance, unscoped
+	direct  Invoker // straight to the backend, unscoped
 }
 
 func newWorld(t *testing.T, quotas map[string]Quota) *world {
 	t.Helper()
-	l, err := Open(filepath.Join(t.TempDir(), "tenancy.db"), quotas)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
 	dir := t.TempDir()
-	b := openAppliance(t, dir)
-	rec := &recorder{}
-	return &world{t: t, ledger: l, back: b, dataDir: dir, rec: rec, direct: invokerOf(b, nil)}
+	w := newWorldOn(t, openAppliance(t, dir), quotas)
+	w.dataDir = dir
+	return w
+}
+
+// newWorldOn is a world on backend b.
+func newWorldOn(t *testing.T, b backends.Backend, quotas map[string]Quota) *world {
+	t.Helper()
+	l := openLedger(t, filepath.Join(t.TempDir(), "tenancy.db"), quotas)
+	return &world{t: t, ledger: l, back: b, rec: &recorder{}, direct: invokerOf(b, nil)}
 }
 
 // call serves a tenant's call through the ledger.

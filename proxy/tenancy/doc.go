@@ -21,10 +21,11 @@
 //   - List calls return only the tenant's entries, page by page, with the backend's own
 //     pagination tokens sealed (AES-GCM) for the tenant and the listing: they stay valid as
 //     long as the backend's do, reveal nothing of other tenants, and another tenant's token,
-//     or one changed by a bit, is ABORTED. ListVolumes reads the tenant's volumes from the
-//     ledger's per-tenant index and each one's state from the backend, so its cost is the
-//     tenant's own volumes, not every tenant's (listOwned); its tokens are sealed positions
-//     in that index.
+//     or one changed by a bit, is ABORTED. ListVolumes, ListSnapshots, ListVolumeGroups and
+//     ControllerListVolumeHealth read the tenant's objects from the ledger's per-tenant index
+//     and each one's state from the backend (one get call each), so their cost is the
+//     tenant's own objects, not every tenant's (listOwned, ownedListings); their tokens are
+//     sealed positions in that index.
 //   - Quotas per tenant bound the number of volumes and their total bytes
 //     (RESOURCE_EXHAUSTED), and GetCapacity reports no more than the quota has left.
 //

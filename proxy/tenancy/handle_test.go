@@ -23,8 +23,6 @@ const (
 	unpublishVolume   = "/csi.v1.Controller/ControllerUnpublishVolume"
 	validateVolume    = "/csi.v1.Controller/ValidateVolumeCapabilities"
 	modifyVolume      = "/csi.v1.Controller/ControllerModifyVolume"
-	getVolumeHealth   = "/csi.v1.Controller/ControllerGetVolumeHealth"
-	getSnapshot       = "/csi.v1.Controller/GetSnapshot"
 	getGroupSnapshot  = "/csi.v1.GroupController/GetVolumeGroupSnapshot"
 	modifyVolumeGroup = "/volumegroup.Controller/ModifyVolumeGroupMembership"
 	nodeStats         = "/csi.v1.Node/NodeGetVolumeStats"

@@ -2,16 +2,21 @@ package tenancy
 
 import (
 	"context"
+	"path"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // list serves a List call (ListVolumes, ListSnapshots, ControllerListVolumeHealth,
-// ListVolumeGroups) with the tenant's entries only. ListVolumes is served from the ledger's
-// index of the tenant's volumes when the backend can get a volume (listOwned); the rest, and
-// ListVolumes of a backend without ControllerGetVolume, as follows.
+// ListVolumeGroups) with the tenant's entries only. ListVolumes, ListSnapshots and
+// ListVolumeGroups are served from the ledger's index of the tenant's objects when the
+// backend can get one object by its ID (listOwned, ownedListings); the rest, a listing
+// whose backend cannot, and a ListSnapshots filtered by a snapshot or a source volume (the
+// backend's filtered listing holds that object's entries only, all the tenant's), as
+// follows.
 //
 // It asks the backend for as many entries as the tenant still wants and keeps the tenant's
 // own; when other tenants' entries took some of the room it asks again from the backend's
@@ -31,9 +36,17 @@ func (c *call) list(ctx context.Context, req proto.Message) (proto.Message, erro
 	if err != nil {
 		return nil, err
 	}
-	if from, owned := ownedPosition(token); c.method == listVolumes && (owned || token == "") {
-		if resp, handled, err := c.listOwned(ctx, req.(*csi.ListVolumesRequest), from); handled {
-			return resp, err
+	if o, ok := ownedListings[c.method]; ok {
+		from, owned := ownedPosition(token)
+		switch {
+		case o.filtered != nil && o.filtered(req):
+			if owned {
+				return nil, status.Errorf(codes.Aborted, "csi-gateway: the starting_token is of a %s without filters: restart the listing with an empty starting_token", path.Base(c.method))
+			}
+		case owned || token == "":
+			if resp, handled, err := c.listOwned(ctx, req, o, from); handled {
+				return resp, err
+			}
 		}
 	}
 	var kept []protoreflect.Value

@@ -3,6 +3,9 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,52 +16,74 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // readCounter counts what a tenant's listing reads from the backend: calls, and entries (a
-// ListVolumes answer's entries, a ControllerGetVolume's one volume).
+// listing's entries, the one object of a get of ownedListings).
 type readCounter struct{ calls, entries atomic.Int64 }
 
-// wrap returns invoke counting into r; with noGetVolume, ControllerGetVolume is answered
-// UNIMPLEMENTED, as by a backend that does not advertise GET_VOLUME.
-func (r *readCounter) wrap(invoke Invoker, noGetVolume bool) Invoker {
+// wrap returns invoke counting into r; with noGet, the get methods of ownedListings
+// (ControllerGetVolume, GetSnapshot, ControllerGetVolumeGroup) are answered UNIMPLEMENTED, as
+// by a backend that does not advertise them.
+func (r *readCounter) wrap(invoke Invoker, noGet bool) Invoker {
 	return func(ctx context.Context, method string, req proto.Message) (proto.Message, error) {
 		r.calls.Add(1)
-		if noGetVolume && method == getVolume {
-			return nil, status.Error(codes.Unimplemented, "backend does not advertise GET_VOLUME")
+		get := slices.ContainsFunc(slices.Collect(maps.Values(ownedListings)), func(o ownedListing) bool { return o.get == method })
+		if noGet && get {
+			return nil, status.Error(codes.Unimplemented, "backend does not implement "+path.Base(method))
 		}
 		resp, err := invoke(ctx, method, req)
-		switch resp := resp.(type) {
-		case *csi.ListVolumesResponse:
-			r.entries.Add(int64(len(resp.GetEntries())))
-		case *csi.ControllerGetVolumeResponse:
+		if err != nil {
+			return resp, err
+		}
+		if fd := resp.ProtoReflect().Descriptor().Fields().ByName("entries"); fd != nil {
+			r.entries.Add(int64(resp.ProtoReflect().Get(fd).List().Len()))
+		} else if get {
 			r.entries.Add(1)
 		}
 		return resp, err
 	}
 }
 
-// listVolumesWith pages a tenant's full ListVolumes by max through invoke and returns the
-// IDs and the number of pages.
-func listVolumesWith(tb testing.TB, l *Ledger, tenant string, max int32, invoke Invoker) (ids []string, pages int) {
+// listWith pages a tenant's full listing (method, with req's filters and secrets) by max
+// through invoke and returns the IDs of its entries and the number of pages, failing on a
+// page over max.
+func listWith(tb testing.TB, l *Ledger, tenant, method string, req proto.Message, max int32, invoke Invoker) (ids []string, pages int) {
 	tb.Helper()
 	token := ""
 	for {
-		resp, err := l.Handle(context.Background(), tenant, listVolumes, &csi.ListVolumesRequest{MaxEntries: max, StartingToken: token}, invoke)
+		page := proto.Clone(req).ProtoReflect()
+		fields := page.Descriptor().Fields()
+		page.Set(fields.ByName("max_entries"), protoreflect.ValueOfInt32(max))
+		page.Set(fields.ByName("starting_token"), protoreflect.ValueOfString(token))
+		resp, err := l.Handle(context.Background(), tenant, method, page.Interface(), invoke)
 		if err != nil {
-			tb.Fatalf("%s's ListVolumes by %d: %v", tenant, max, err)
+			tb.Fatalf("%s's %s by %d: %v", tenant, path.Base(method), max, err)
 		}
 		pages++
-		for _, e := range resp.(*csi.ListVolumesResponse).GetEntries() {
-			ids = append(ids, e.GetVolume().GetVolumeId())
+		m := resp.ProtoReflect()
+		entries := m.Get(m.Descriptor().Fields().ByName("entries")).List()
+		if max > 0 && entries.Len() > int(max) {
+			tb.Fatalf("%s's %s by %d: a page of %d entries", tenant, path.Base(method), max, entries.Len())
 		}
-		if token = resp.(*csi.ListVolumesResponse).GetNextToken(); token == "" {
+		for i := range entries.Len() {
+			id, _ := ownRef(entries.Get(i).Message(), behaviours[method].lists)
+			ids = append(ids, id)
+		}
+		if token = m.Get(m.Descriptor().Fields().ByName("next_token")).String(); token == "" {
 			return ids, pages
 		}
 		if pages > 10_000 {
-			tb.Fatalf("%s's ListVolumes by %d: more than 10,000 pages", tenant, max)
+			tb.Fatalf("%s's %s by %d: more than 10,000 pages", tenant, path.Base(method), max)
 		}
 	}
+}
+
+// listVolumesWith is listWith of ListVolumes.
+func listVolumesWith(tb testing.TB, l *Ledger, tenant string, max int32, invoke Invoker) (ids []string, pages int) {
+	tb.Helper()
+	return listWith(tb, l, tenant, listVolumes, &csi.ListVolumesRequest{}, max, invoke)
 }
 
 // TestListCostsOwnVolumes: a tenant's full listing reads at most twice its own volumes from
@@ -94,6 +119,49 @@ func TestListCostsOwnVolumes(t *testing.T) {
 	}
 	if all := int64(own + others*10*own); r.entries.Load() < all {
 		t.Errorf("the backend's listing read %d entries; it has to read all %d", r.entries.Load(), all)
+	}
+}
+
+// TestListVolumeHealthCostsOwnVolumes: a tenant's ControllerListVolumeHealth lists its own
+// ill volumes only (the healthy ones left out, as the spec advises), reading one
+// ControllerGetVolumeHealth per own volume while 3 other tenants hold 4 times more, ill ones
+// among them; a backend that cannot get a volume's health is listed through its listing.
+func TestListVolumeHealthCostsOwnVolumes(t *testing.T) {
+	w := newWorld(t, nil)
+	const own = 4
+	ill := map[string][]string{}
+	for _, tenant := range []string{"blue", "other-0", "other-1", "other-2"} {
+		n := own
+		if tenant != "blue" {
+			n = 4 * own
+		}
+		for i := range n {
+			id := w.createVolume(tenant, fmt.Sprintf("pvc-%d", i), mib)
+			if i%2 == 0 { // an image that is gone makes a volume ill
+				if err := os.Remove(filepath.Join(w.dataDir, "volumes", unscope(t, tenant, id)+".img")); err != nil {
+					t.Fatal(err)
+				}
+				ill[tenant] = append(ill[tenant], id)
+			}
+		}
+	}
+	req := &csi.ControllerListVolumeHealthRequest{}
+	for _, max := range []int32{0, 1, 2, 3} {
+		var r readCounter
+		got, _ := listWith(t, w.ledger, "blue", listVolumeHealth, req, max, r.wrap(invokerOf(w.back, nil), false))
+		if !sameSet(got, ill["blue"]) {
+			t.Errorf("blue's ControllerListVolumeHealth by %d: %v; want %v", max, got, ill["blue"])
+		}
+		if r.calls.Load() > 2*own || r.entries.Load() > 2*own {
+			t.Errorf("blue's ControllerListVolumeHealth by %d: %d backend calls read %d entries; want at most %d (twice its own)", max, r.calls.Load(), r.entries.Load(), 2*own)
+		}
+	}
+	var r readCounter
+	if got, _ := listWith(t, w.ledger, "blue", listVolumeHealth, req, 1, r.wrap(invokerOf(w.back, nil), true)); !sameSet(got, ill["blue"]) {
+		t.Errorf("blue's ControllerListVolumeHealth from the backend's listing: %v; want %v", got, ill["blue"])
+	}
+	if all := len(slices.Concat(slices.Collect(maps.Values(ill))...)); r.entries.Load() < int64(all) {
+		t.Errorf("the backend's listing read %d entries; it has to read all %d ill volumes", r.entries.Load(), all)
 	}
 }
 

@@ -41,6 +41,7 @@ var handlers = map[string]handler{
 	"/csi.v1.Controller/CreateSnapshot":                      typed((*Backend).createSnapshot),
 	"/csi.v1.Controller/DeleteSnapshot":                      typed((*Backend).deleteSnapshot),
 	"/csi.v1.Controller/ListSnapshots":                       typed((*Backend).listSnapshots),
+	"/csi.v1.Controller/GetSnapshot":                         typed((*Backend).getSnapshotInfo),
 	"/csi.v1.GroupController/GroupControllerGetCapabilities": typed((*Backend).groupControllerGetCapabilities),
 	"/csi.v1.GroupController/CreateVolumeGroupSnapshot":      typed((*Backend).createVolumeGroupSnapshot),
 	"/csi.v1.GroupController/DeleteVolumeGroupSnapshot":      typed((*Backend).deleteVolumeGroupSnapshot),

@@ -81,6 +81,7 @@ func (p profile) controllerCapabilities() []csi.ControllerServiceCapability_RPC_
 		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 	}
 	if p.listAllSnapshots {
 		caps = append(caps, csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS)

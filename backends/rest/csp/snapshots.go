@@ -145,7 +145,7 @@ func (b *Backend) listSnapshots(ctx context.Context, req *csi.ListSnapshotsReque
 	}
 	visible := all[:0]
 	for _, s := range all {
-		if !strings.HasPrefix(s.Name, hiddenCloneSnapshotLabel) {
+		if !s.hidden() {
 			visible = append(visible, s)
 		}
 	}
@@ -156,6 +156,29 @@ func (b *Backend) listSnapshots(ctx context.Context, req *csi.ListSnapshotsReque
 		return &csi.ListSnapshotsResponse{Entries: entries, NextToken: next}
 	})
 }
+
+// getSnapshotInfo answers GetSnapshot with the snapshot as ListSnapshots shows it: NOT_FOUND
+// when the CSP does not have it, and for the hidden source of a volume clone, which
+// ListSnapshots does not show either.
+func (b *Backend) getSnapshotInfo(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	rpc := "GetSnapshot"
+	s, err := mustFind(ctx, b, rpc, "snapshot", req.GetSnapshotId(), b.getSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	if s.hidden() {
+		return nil, b.notFoundError(rpc, "snapshot", req.GetSnapshotId())
+	}
+	snap, err := b.csiSnapshot(rpc, s)
+	if err != nil {
+		return nil, err
+	}
+	return &csi.GetSnapshotResponse{Snapshot: snap}, nil
+}
+
+// hidden reports the source of a volume clone (cloneSourceSnapshot): the orchestrator did
+// not make it, and neither lists nor reads it.
+func (s snapshot) hidden() bool { return strings.HasPrefix(s.Name, hiddenCloneSnapshotLabel) }
 
 // allSnapshots lists every snapshot: GET /snapshots, or, where the CSP requires a volume_id
 // (400), GET /volumes and one list per volume.
