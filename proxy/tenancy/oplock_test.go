@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/tlsconf"
@@ -267,4 +272,79 @@ func testLockRefusesWhatItCannotOutwait(t *testing.T, cluster *testutil.EtcdClus
 		t.Fatalf("an identical operation with time to spare: waited %v, %v; want it to wait and take the lock", r.waited, r.err)
 	}
 	r.unlock()
+}
+
+// TestEtcdLockDoesNotQueueBehindLeaseGrants: calls locking objects on a replica that has no
+// lease (none granted yet, or lost while etcd has no quorum) each answer UNAVAILABLE naming
+// etcd before their own deadlines. They used to queue behind one another's lease grants, each
+// up to a request timeout, and answer at their deadlines (DEADLINE_EXCEEDED in the quorum
+// chaos test).
+func TestEtcdLockDoesNotQueueBehindLeaseGrants(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	const timeout = 2 * time.Second
+	l := openEtcdLedger(t, cluster, "/grants/", nil, func(c *EtcdConfig) { c.RequestTimeout = timeout })
+	cluster.Stop(1)
+	cluster.Stop(2)
+	const calls = 6
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
+			defer cancel()
+			dl, _ := ctx.Deadline()
+			_, _, err := l.LockOperation(ctx, lockOf(fmt.Sprintf("blue/volume:v%d", i), "DeleteVolume", "", dl))
+			errs <- err
+		}()
+	}
+	for range calls {
+		err := <-errs
+		if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
+			t.Errorf("locking without quorum and without a lease: %v %q; want UNAVAILABLE naming etcd before the call's deadline", st.Code(), st.Message())
+		}
+	}
+}
+
+// answerLost is a KV whose transactions reach etcd but whose answers are lost on the way
+// back, as when a member is killed or a request times out while etcd is slow: the caller
+// cannot tell whether they were applied.
+type answerLost struct{ clientv3.KV }
+
+func (k answerLost) Txn(ctx context.Context) clientv3.Txn { return lostTxn{k.KV.Txn(ctx)} }
+
+type lostTxn struct{ clientv3.Txn }
+
+func (t lostTxn) If(c ...clientv3.Cmp) clientv3.Txn  { return lostTxn{t.Txn.If(c...)} }
+func (t lostTxn) Then(o ...clientv3.Op) clientv3.Txn { return lostTxn{t.Txn.Then(o...)} }
+func (t lostTxn) Else(o ...clientv3.Op) clientv3.Txn { return lostTxn{t.Txn.Else(o...)} }
+func (t lostTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.Txn.Commit()
+	return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+}
+
+// TestEtcdLockWhoseAnswerWasLost: a lock whose transaction was applied though its answer was
+// lost (the caller got UNAVAILABLE, and its operation did not run) does not lock the object
+// for as long as the replica lives: another replica takes the object's lock soon after.
+// (The replica chaos test's retries were ABORTED for two minutes by such a lock.)
+func TestEtcdLockWhoseAnswerWasLost(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	prefix := "/lost/"
+	a := openEtcdLedger(t, cluster, prefix, nil, nil)
+	b := openEtcdLedger(t, cluster, prefix, nil, nil)
+	store := a.store.(*etcdStore)
+	store.client.KV = answerLost{store.client.KV}
+	deadline := time.Now().Add(time.Minute)
+	if _, _, err := a.LockOperation(t.Context(), lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a lock whose answer was lost: %v; want UNAVAILABLE", err)
+	}
+	// A's lease lives on (the test's ledgers close when it ends); its keys must not.
+	for giveUp := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		unlock, _, err := b.LockOperation(t.Context(), lockOf("blue/volume-name:pvc-1", "DeleteVolume", "", deadline))
+		if err == nil {
+			unlock()
+			return
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("another replica still cannot lock the object 15 s after a lock whose answer was lost: %v", err)
+		}
+	}
 }
