@@ -71,7 +71,7 @@ func testLockConflicts(t *testing.T, open opener) {
 }
 
 // testLockIdenticalWaits: an identical operation waits while the lock is held, and takes it
-// when the first one unlocks; one still waiting at its deadline's margin is refused.
+// when the first one unlocks; one still waiting when half of its time is spent is refused.
 func testLockIdenticalWaits(t *testing.T, open opener) {
 	l := open(t, nil)
 	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
@@ -91,7 +91,7 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 		t.Fatalf("the identical operation did not wait: %+v", r)
 	case <-time.After(200 * time.Millisecond):
 	}
-	// A waiter still waiting at the margin before its deadline is refused then; one whose
+	// A waiter still waiting when half of its time is spent is refused then; one whose
 	// context is cancelled while it waits stops waiting with its context's error.
 	short, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
@@ -111,6 +111,32 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 	}
 	r.unlock()
 	lockOrFail(t, l, lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Time{}))()
+}
+
+// testLockWaitKeepsItsShare: an identical operation waits for a live one in flight for half
+// of the time its call has left at most, and is then refused, naming it: the other half is
+// its own. (Waiting until a margin before the deadline, a call that got the lock just then
+// had too little time left for its backend call, and answered DEADLINE_EXCEEDED.)
+func testLockWaitKeepsItsShare(t *testing.T, open opener) {
+	l := open(t, nil)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
+	unlock := lockOrFail(t, l, op)
+	defer unlock()
+	const budget = 6 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	_, waited, err := l.LockOperation(ctx, op)
+	left := time.Until(dl)
+	var held *Held
+	if !waited || !errors.As(err, &held) || !held.Identical || held.HolderGone {
+		t.Fatalf("a waiter for a live identical operation that does not end: waited %v, %v; want refused after waiting", waited, err)
+	}
+	// Refused with half of it left (3 s); a loaded machine may be late by a little. Waiting
+	// until the margin before the deadline, it would have 0.6 s left.
+	if left < budget/4 {
+		t.Errorf("refused with %s of its %s left; want about half of it kept for its own call", left.Round(time.Millisecond), budget)
+	}
 }
 
 // testLockOutlivesItsHolder: a ledger closed while an operation holds a lock (a replica
@@ -228,9 +254,9 @@ func testDeadReplicasLockLastsItsLease(t *testing.T, cluster *testutil.EtcdClust
 }
 
 // testLockRefusesWhatItCannotOutwait: an identical operation waits for a live one in flight
-// (it may end at any moment) until the margin before its own deadline at the latest, and is
-// then refused, naming the operation in flight, rather than waiting into its deadline; one
-// with time to spare takes the lock when the first one ends.
+// (it may end at any moment) until half of its own time is spent at the latest, and is then
+// refused, naming the operation in flight, rather than waiting into its deadline; one with
+// time to spare takes the lock when the first one ends.
 func testLockRefusesWhatItCannotOutwait(t *testing.T, cluster *testutil.EtcdCluster) {
 	prefix := "/" + t.Name() + "/"
 	const ttl = 3 * time.Second

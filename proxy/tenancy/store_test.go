@@ -39,6 +39,7 @@ func TestLedgerStores(t *testing.T) {
 		{"ReserveConcurrent", testReserveConcurrent},
 		{"LockConflicts", testLockConflicts},
 		{"LockIdenticalWaits", testLockIdenticalWaits},
+		{"LockWaitKeepsItsShare", testLockWaitKeepsItsShare},
 		{"LockOutlivesItsHolder", testLockOutlivesItsHolder},
 	}
 	run := func(t *testing.T, fresh func(t *testing.T) opener) {
