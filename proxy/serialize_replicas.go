@@ -31,11 +31,12 @@ import (
 //     name finds the volume), so both callers get the same answer and the backend never has
 //     two at once. Waiting gives the answer soonest: csi-provisioner retries an ABORTED call
 //     only after its exponential backoff (1 s, 2 s, 4 s, … up to 5 min per PVC), while a
-//     waiter proceeds the moment the first call ends;
-//   - an identical one whose lock may outlive the call's own deadline less a margin (its
-//     call's deadline; for a replica that stopped, plus the slack by which its lock outlives
-//     the call): ABORTED at once, naming it (waiting could not end in time), as is a waiter
-//     still waiting at that margin (the replica may have died);
+//     waiter proceeds the moment the first call ends. It waits for half of the time it has
+//     left at most, and is then ABORTED, naming the operation in progress: the other half is
+//     kept for its own backend call, so that waiting never makes it DEADLINE_EXCEEDED;
+//   - an identical one of a replica that stopped, whose lock (its call's deadline and the
+//     slack by which the lock outlives it) does not end within that half: ABORTED at once,
+//     naming it;
 //   - a different one: ABORTED, as in one replica.
 //
 // Errors are final statuses (it sits outside canonicalize): ABORTED as above, UNAVAILABLE

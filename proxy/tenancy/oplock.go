@@ -101,27 +101,34 @@ type opLocker interface {
 	tryLock(ctx context.Context, op Operation) (unlock func(), held *Held, err error)
 }
 
+// lockWaitShare: a lock's waits take at most 1/lockWaitShare of the time its call had left
+// when it asked for the lock. The rest is the call's own, for its steps once it holds the
+// lock (its backend call, the ledger's record, giving the lock back): a call that waited
+// never runs into its deadline for having waited.
+const lockWaitShare = 2
+
 // LockOperation takes the store's lock of op's object for as long as op is in flight, and
 // returns the function that gives it back (it is not bounded by a call; a store that cannot
 // release it at once does so later).
 //
 // While an identical operation holds the lock, it waits for that one to end and then takes
 // the lock (the caller then makes its own call, which the ended one has made idempotent: a
-// create of the same name finds the volume). The lock of a holder that is gone it waits for
-// only if the lock ends (Held.Ends: the dead call's deadline and the lock's slack) before
-// ctx's deadline less the margin of a request (beforeDeadline): otherwise it is refused at
-// once, rather than waiting and then running out of time. Any wait lasts until that margin
-// at the latest (a live holder may die, and its lock then last up to its lease's TTL
-// longer), and is then refused too. A different operation is refused at
-// once. A refusal is a *Held; waited says whether it waited. An error of the store is
-// UNAVAILABLE, naming the store; an operation whose ctx ends while it waits gets ctx's error.
+// create of the same name finds the volume). It waits for half of the time ctx had left at
+// most (lockWaitShare), keeping the other half for its own steps, and is then refused: a
+// live holder's call may last until its own deadline, and one that ended just before the
+// waiter's would leave it too little time for its backend call. The lock of a holder that
+// is gone it waits for only if the lock ends (Held.Ends: the dead call's deadline and the
+// lock's slack) before that point: otherwise it is refused at once, rather than waiting and
+// then running out of time. A different operation is refused at once. A refusal is a *Held;
+// waited says whether it waited. An error of the store is UNAVAILABLE, naming the store; an
+// operation whose ctx ends while it waits gets ctx's error.
 func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func(), waited bool, err error) {
-	// The margin is fixed now, at the call's first step: waits and their retries all end by
-	// then, however little of the deadline is left after them.
+	// The waits' end is fixed now, at the call's first step: waits and their retries all end
+	// by then.
 	waitCtx := ctx
-	if d, ok := beforeDeadline(ctx); ok {
+	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, max(d, 0))
+		waitCtx, cancel = context.WithTimeout(ctx, max(time.Until(dl)/lockWaitShare, 0))
 		defer cancel()
 	}
 	for {
@@ -142,7 +149,7 @@ func (l *Ledger) LockOperation(ctx context.Context, op Operation) (unlock func()
 		case ctx.Err() != nil:
 			return nil, waited, ctx.Err()
 		case waitCtx.Err() != nil:
-			return nil, waited, held // still held at the margin before ctx's deadline
+			return nil, waited, held // still held when the waits' share of ctx's time is spent
 		case err != nil:
 			return nil, waited, ledgerError(err)
 		}

@@ -94,7 +94,13 @@ func (s *etcdStore) tryLock(ctx context.Context, op Operation) (func(), *Held, e
 				Else(clientv3.OpGet(s.opsKey(op.Object), clientv3.WithPrefix()), s.readFence()).Commit()
 			return err
 		})
-		if err != nil || !resp.Succeeded {
+		switch {
+		case err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound):
+			// The transaction may have been applied though its answer was lost (a member
+			// killed, a request timeout while etcd was slow): its "holder" key would lock the
+			// object for as long as the replica lives. The operation does not run: delete them.
+			go s.deleteOperation(name, until)
+		case err != nil || !resp.Succeeded:
 			s.revokeLater(until)
 		}
 		switch {
@@ -134,8 +140,9 @@ func (s *etcdStore) grantUntil(ctx context.Context, deadline time.Time) (clientv
 	return resp.ID, nil
 }
 
-// revokeLater revokes an "until" lease that no longer holds anything, without making the
-// call wait; it expires by itself if the revoke fails.
+// revokeLater revokes a lease that no longer holds anything (an "until" lease, a replica's
+// lease granted twice at once), without making the call wait; it expires by itself if the
+// revoke fails.
 func (s *etcdStore) revokeLater(id clientv3.LeaseID) {
 	if id == 0 {
 		return
@@ -152,17 +159,21 @@ func (s *etcdStore) revokeLater(id clientv3.LeaseID) {
 // the deadline). The operation's call (ctx: its deadline) waits for it until the margin
 // before its deadline at the latest (awaitWithin).
 func (s *etcdStore) unlock(ctx context.Context, name string, until clientv3.LeaseID) {
-	awaitWithin(ctx, func() {
-		keys := []string{name + "holder", name + "until"}
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		defer cancel()
-		if _, err := s.client.Txn(ctx).Then(clientv3.OpDelete(keys[0]), clientv3.OpDelete(keys[1])).Commit(); err != nil {
-			s.mu.Lock()
-			s.stale = append(s.stale, keys...)
-			s.mu.Unlock()
-		}
-		s.revokeLater(until)
-	})
+	awaitWithin(ctx, func() { s.deleteOperation(name, until) })
+}
+
+// deleteOperation deletes the keys of the operation called name (keys it cannot delete are
+// deleted at the replica's next lock or hold), then revokes its "until" lease.
+func (s *etcdStore) deleteOperation(name string, until clientv3.LeaseID) {
+	keys := []string{name + "holder", name + "until"}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if _, err := s.client.Txn(ctx).Then(clientv3.OpDelete(keys[0]), clientv3.OpDelete(keys[1])).Commit(); err != nil {
+		s.mu.Lock()
+		s.stale = append(s.stale, keys...)
+		s.mu.Unlock()
+	}
+	s.revokeLater(until)
 }
 
 // heldBy describes the operations in flight (kvs, read at rev) that conflict with op, or

@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csi-gateway/csi-gateway/internal/testutil"
 	"github.com/csi-gateway/csi-gateway/tlsconf"
@@ -66,7 +71,7 @@ func testLockConflicts(t *testing.T, open opener) {
 }
 
 // testLockIdenticalWaits: an identical operation waits while the lock is held, and takes it
-// when the first one unlocks; one still waiting at its deadline's margin is refused.
+// when the first one unlocks; one still waiting when half of its time is spent is refused.
 func testLockIdenticalWaits(t *testing.T, open opener) {
 	l := open(t, nil)
 	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
@@ -86,7 +91,7 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 		t.Fatalf("the identical operation did not wait: %+v", r)
 	case <-time.After(200 * time.Millisecond):
 	}
-	// A waiter still waiting at the margin before its deadline is refused then; one whose
+	// A waiter still waiting when half of its time is spent is refused then; one whose
 	// context is cancelled while it waits stops waiting with its context's error.
 	short, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
@@ -106,6 +111,32 @@ func testLockIdenticalWaits(t *testing.T, open opener) {
 	}
 	r.unlock()
 	lockOrFail(t, l, lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Time{}))()
+}
+
+// testLockWaitKeepsItsShare: an identical operation waits for a live one in flight for half
+// of the time its call has left at most, and is then refused, naming it: the other half is
+// its own. (Waiting until a margin before the deadline, a call that got the lock just then
+// had too little time left for its backend call, and answered DEADLINE_EXCEEDED.)
+func testLockWaitKeepsItsShare(t *testing.T, open opener) {
+	l := open(t, nil)
+	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", time.Now().Add(time.Minute))
+	unlock := lockOrFail(t, l, op)
+	defer unlock()
+	const budget = 6 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), budget)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	_, waited, err := l.LockOperation(ctx, op)
+	left := time.Until(dl)
+	var held *Held
+	if !waited || !errors.As(err, &held) || !held.Identical || held.HolderGone {
+		t.Fatalf("a waiter for a live identical operation that does not end: waited %v, %v; want refused after waiting", waited, err)
+	}
+	// Refused with half of it left (3 s); a loaded machine may be late by a little. Waiting
+	// until the margin before the deadline, it would have 0.6 s left.
+	if left < budget/4 {
+		t.Errorf("refused with %s of its %s left; want about half of it kept for its own call", left.Round(time.Millisecond), budget)
+	}
 }
 
 // testLockOutlivesItsHolder: a ledger closed while an operation holds a lock (a replica
@@ -223,9 +254,9 @@ func testDeadReplicasLockLastsItsLease(t *testing.T, cluster *testutil.EtcdClust
 }
 
 // testLockRefusesWhatItCannotOutwait: an identical operation waits for a live one in flight
-// (it may end at any moment) until the margin before its own deadline at the latest, and is
-// then refused, naming the operation in flight, rather than waiting into its deadline; one
-// with time to spare takes the lock when the first one ends.
+// (it may end at any moment) until half of its own time is spent at the latest, and is then
+// refused, naming the operation in flight, rather than waiting into its deadline; one with
+// time to spare takes the lock when the first one ends.
 func testLockRefusesWhatItCannotOutwait(t *testing.T, cluster *testutil.EtcdCluster) {
 	prefix := "/" + t.Name() + "/"
 	const ttl = 3 * time.Second
@@ -267,4 +298,79 @@ func testLockRefusesWhatItCannotOutwait(t *testing.T, cluster *testutil.EtcdClus
 		t.Fatalf("an identical operation with time to spare: waited %v, %v; want it to wait and take the lock", r.waited, r.err)
 	}
 	r.unlock()
+}
+
+// TestEtcdLockDoesNotQueueBehindLeaseGrants: calls locking objects on a replica that has no
+// lease (none granted yet, or lost while etcd has no quorum) each answer UNAVAILABLE naming
+// etcd before their own deadlines. They used to queue behind one another's lease grants, each
+// up to a request timeout, and answer at their deadlines (DEADLINE_EXCEEDED in the quorum
+// chaos test).
+func TestEtcdLockDoesNotQueueBehindLeaseGrants(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	const timeout = 2 * time.Second
+	l := openEtcdLedger(t, cluster, "/grants/", nil, func(c *EtcdConfig) { c.RequestTimeout = timeout })
+	cluster.Stop(1)
+	cluster.Stop(2)
+	const calls = 6
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
+			defer cancel()
+			dl, _ := ctx.Deadline()
+			_, _, err := l.LockOperation(ctx, lockOf(fmt.Sprintf("blue/volume:v%d", i), "DeleteVolume", "", dl))
+			errs <- err
+		}()
+	}
+	for range calls {
+		err := <-errs
+		if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "etcd at "+cluster.Endpoints()[0]) {
+			t.Errorf("locking without quorum and without a lease: %v %q; want UNAVAILABLE naming etcd before the call's deadline", st.Code(), st.Message())
+		}
+	}
+}
+
+// answerLost is a KV whose transactions reach etcd but whose answers are lost on the way
+// back, as when a member is killed or a request times out while etcd is slow: the caller
+// cannot tell whether they were applied.
+type answerLost struct{ clientv3.KV }
+
+func (k answerLost) Txn(ctx context.Context) clientv3.Txn { return lostTxn{k.KV.Txn(ctx)} }
+
+type lostTxn struct{ clientv3.Txn }
+
+func (t lostTxn) If(c ...clientv3.Cmp) clientv3.Txn  { return lostTxn{t.Txn.If(c...)} }
+func (t lostTxn) Then(o ...clientv3.Op) clientv3.Txn { return lostTxn{t.Txn.Then(o...)} }
+func (t lostTxn) Else(o ...clientv3.Op) clientv3.Txn { return lostTxn{t.Txn.Else(o...)} }
+func (t lostTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.Txn.Commit()
+	return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+}
+
+// TestEtcdLockWhoseAnswerWasLost: a lock whose transaction was applied though its answer was
+// lost (the caller got UNAVAILABLE, and its operation did not run) does not lock the object
+// for as long as the replica lives: another replica takes the object's lock soon after.
+// (The replica chaos test's retries were ABORTED for two minutes by such a lock.)
+func TestEtcdLockWhoseAnswerWasLost(t *testing.T) {
+	cluster := testutil.StartEtcd(t, 3)
+	prefix := "/lost/"
+	a := openEtcdLedger(t, cluster, prefix, nil, nil)
+	b := openEtcdLedger(t, cluster, prefix, nil, nil)
+	store := a.store.(*etcdStore)
+	store.client.KV = answerLost{store.client.KV}
+	deadline := time.Now().Add(time.Minute)
+	if _, _, err := a.LockOperation(t.Context(), lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a lock whose answer was lost: %v; want UNAVAILABLE", err)
+	}
+	// A's lease lives on (the test's ledgers close when it ends); its keys must not.
+	for giveUp := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		unlock, _, err := b.LockOperation(t.Context(), lockOf("blue/volume-name:pvc-1", "DeleteVolume", "", deadline))
+		if err == nil {
+			unlock()
+			return
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("another replica still cannot lock the object 15 s after a lock whose answer was lost: %v", err)
+		}
+	}
 }

@@ -583,11 +583,16 @@ func (s *etcdStore) deleteStale(ctx context.Context) {
 
 // currentLease returns the replica's lease, granting it (and keeping it alive until Close)
 // when there is none yet or it was lost.
+//
+// The grant is made without holding s.mu: a call does not queue behind other calls' grants
+// (each up to a request timeout while etcd is down) past its own deadline. Calls that find no
+// lease at once each grant one; the first kept wins and the others are revoked.
 func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lease != 0 {
-		return s.lease, nil
+	lease := s.lease
+	s.mu.Unlock()
+	if lease != 0 {
+		return lease, nil
 	}
 	var resp *clientv3.LeaseGrantResponse
 	if err := s.request(ctx, func(ctx context.Context) (err error) {
@@ -595,6 +600,12 @@ func (s *etcdStore) currentLease(ctx context.Context) (clientv3.LeaseID, error) 
 		return err
 	}); err != nil {
 		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease != 0 {
+		s.revokeLater(resp.ID)
+		return s.lease, nil
 	}
 	alive, err := s.client.KeepAlive(s.life, resp.ID)
 	if err != nil {

@@ -39,6 +39,7 @@ func TestLedgerStores(t *testing.T) {
 		{"ReserveConcurrent", testReserveConcurrent},
 		{"LockConflicts", testLockConflicts},
 		{"LockIdenticalWaits", testLockIdenticalWaits},
+		{"LockWaitKeepsItsShare", testLockWaitKeepsItsShare},
 		{"LockOutlivesItsHolder", testLockOutlivesItsHolder},
 		{"CreateHoldOutlivesItsHolder", testCreateHoldOutlivesItsHolder},
 		{"CreateHoldsConcurrentAndReleased", testCreateHoldsConcurrentAndReleased},

@@ -76,27 +76,25 @@ func TestChaosEtcdQuorumLostUnderLoad(t *testing.T) {
 	r.report(t, "quorum lost", l, calls, counts, retries, start)
 }
 
-// checkAnswers fails the test on a call answered past its deadline, on more than 1 % of the
-// calls answered at it (DEADLINE_EXCEEDED), and on one answered neither definitively, nor
-// UNAVAILABLE (naming unavailableNames, when set), nor ABORTED for an operation in progress
-// on the same object (an identical call another replica runs, and which it could not
-// outwait: the orchestrator retries it); it returns the slowest answer.
+// checkAnswers fails the test on a call answered past its deadline, on one answered
+// DEADLINE_EXCEEDED, and on one answered neither definitively, nor UNAVAILABLE (naming
+// unavailableNames, when set), nor ABORTED for an operation in progress on the same object
+// (an identical call another replica runs, which the call could not outwait within half of
+// its time: the orchestrator retries it); it returns the slowest answer.
 //
-// DEADLINE_EXCEEDED is not yet 0: an identical call that waited for another replica's live
-// operation (a wait ends, ABORTED, at the margin before its deadline) and got the lock late
-// may not have time left for its own backend call. Measured: 0–1 a run of about 1,000 calls
-// (docs/operations.md); each is logged (logDeadlines).
+// DEADLINE_EXCEEDED is never right here: the gateway's own steps (lock waits, requests to
+// etcd) end before the caller's deadline, answering ABORTED or UNAVAILABLE, and the driver's
+// creates take 30 ms, so no backend call runs out of the time a call keeps for it.
 func (l *chaosLoad) checkAnswers(t *testing.T, unavailableNames string) (slowest time.Duration) {
 	t.Helper()
 	const slack = 2 * time.Second
-	deadlines := 0
 	for _, c := range l.calls {
 		slowest = max(slowest, c.took)
 		switch {
 		case c.took > c.limit+slack:
 			t.Errorf("%s answered %v after %s, past its deadline %s (+%s)", c.method, c.code, c.took, c.limit, slack)
 		case c.code == codes.DeadlineExceeded:
-			deadlines++
+			t.Errorf("%s answered DEADLINE_EXCEEDED after %s: %q", c.method, c.took.Round(time.Millisecond), c.message)
 		case c.code == codes.Unavailable && !strings.Contains(c.message, unavailableNames):
 			t.Errorf("%s UNAVAILABLE without naming %s: %q", c.method, unavailableNames, c.message)
 		case c.code == codes.Aborted && !strings.Contains(c.message, "in progress"):
@@ -104,9 +102,6 @@ func (l *chaosLoad) checkAnswers(t *testing.T, unavailableNames string) (slowest
 		case c.code != codes.Unavailable && c.code != codes.Aborted && !definitive(c.code):
 			t.Errorf("%s answered %v %q; want a definitive answer, UNAVAILABLE or ABORTED", c.method, c.code, c.message)
 		}
-	}
-	if deadlines > len(l.calls)/100 {
-		t.Errorf("%d of %d calls answered DEADLINE_EXCEEDED; want at most 1 %% (logged above)", deadlines, len(l.calls))
 	}
 	return slowest
 }
