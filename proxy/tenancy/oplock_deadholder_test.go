@@ -52,8 +52,8 @@ func testLockDeadHolderWaitedOut(t *testing.T, open opener) {
 	// A minute, half of which it may wait: the lock ends within seconds of the deadline.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	half, _ := ctx.Deadline()
-	half = half.Add(-time.Minute / lockWaitShare)
+	dl, _ := ctx.Deadline()
+	half := dl.Add(-time.Minute / lockWaitShare) // its waits end then at the earliest
 	held := refusedForDeadHolder(t, l, lockOf(op.Object, "DeleteVolume", "", time.Time{}), half, deadline, false)
 	if held.Ends.After(half) {
 		t.Fatalf("the dead holder's lock ends at %s, after the waiter's half of its time (%s): the test's premise is broken", held.Ends, half)
@@ -74,7 +74,8 @@ func testLockDeadHolderWaitedOut(t *testing.T, open opener) {
 // a dead holder's lock that ends after the half of its time: when its own deadline comes
 // first; when the lock ends before its deadline but after its half (three quarters of its
 // time); and, where the lock outlives its call (etcd), when the call's deadline falls within
-// its half but the lock's end does not.
+// its half but the lock's end does not. (Comparing the lock's end with the whole of its time
+// would make the second wait; comparing the dead call's deadline with its half, the third.)
 func testLockDeadHolderTooLate(t *testing.T, open opener) {
 	deadline := time.Now().Add(20 * time.Second)
 	op := lockOf("blue/volume-name:pvc-1", "CreateVolume", "", deadline)
@@ -84,9 +85,9 @@ func testLockDeadHolderTooLate(t *testing.T, open opener) {
 	now := time.Now()
 	refusedForDeadHolder(t, l, op, now.Add(ends.Sub(now)*4/3), deadline, true)
 	if linger := ends.Sub(deadline); linger > 0 {
-		// Its half ends halfway between the deadline and the lock's end (a second from
-		// either with etcd).
-		halfEnds := deadline.Add(linger / 2)
+		// Its half ends a quarter of the way from the deadline to the lock's end (with
+		// etcd: half a second after the deadline, a second and a half before the end).
+		halfEnds := deadline.Add(linger / 4)
 		now := time.Now()
 		refusedForDeadHolder(t, l, op, halfEnds.Add(halfEnds.Sub(now)), deadline, true)
 	}
