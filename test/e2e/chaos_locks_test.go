@@ -232,8 +232,10 @@ func (r *chaosRig) killedCalls() []chaosKilledCall {
 // deadline, the "holder" key at most leaseTTL after the kill, which came before the deadline;
 // the sum leaves the smaller of the two as margin for etcd's checks of expired leases (every
 // 500 ms) and the watch's delivery. When an etcd member was restarted meanwhile, a new leader
-// may have renewed every lease to its whole TTL: the bound then adds the "until" lease's
-// whole TTL (the call's timeout and the linger) and an election.
+// may have renewed every lease (etcd's lessor.Promote: now + its whole TTL + an election
+// timeout), and no lease expires while there is no leader: the bound then adds the "until"
+// lease's whole TTL (the call's timeout and the linger), the renewal's election timeout and,
+// for the election itself, generously four more.
 func (r *chaosRig) checkKilledLocks(t *testing.T, callTimeout time.Duration) (longest time.Duration, n int) {
 	t.Helper()
 	r.locks.mu.Lock()
@@ -258,7 +260,7 @@ func (r *chaosRig) checkKilledLocks(t *testing.T, callTimeout time.Duration) (lo
 		longest = max(longest, outlive)
 		bound, why := chaosLeaseTTL+chaosLockLinger, "leaseTTL + linger"
 		if r.etcdRestartedWithin(c.start, l.gone) {
-			bound += callTimeout + chaosLockLinger + chaosElectionTimeout
+			bound += callTimeout + chaosLockLinger + 5*chaosElectionTimeout
 			why += ", and a renewal by a new etcd leader"
 		}
 		next := "none"
