@@ -49,7 +49,6 @@ type chaosLockWatch struct {
 // chaosLock is one operation's lock, as the watch saw its keys ("holder" and "until").
 type chaosLock struct {
 	object   string    // the serializer's key of the object: "blue/volume-name:pvc-3"
-	method   string    // the operation, as the lock names it
 	deadline time.Time // its call's
 	keys     int       // its keys that exist
 	putRev   int64     // the revision that put its first key
@@ -113,11 +112,8 @@ func (w *chaosLockWatch) record(resp clientv3.WatchResponse, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := resp.Err(); err != nil {
-		if w.err == nil && !resp.Canceled {
+		if w.err == nil {
 			w.err = err
-		}
-		if resp.Canceled && w.err == nil {
-			w.err = fmt.Errorf("watch canceled: %v", err)
 		}
 		return
 	}
@@ -135,11 +131,10 @@ func (w *chaosLockWatch) record(resp clientv3.WatchResponse, now time.Time) {
 				l = &chaosLock{putRev: ev.Kv.ModRevision}
 				l.object, _ = url.PathUnescape(strings.SplitN(key, "/", 2)[0])
 				var v struct {
-					Method   string    `json:"m"`
-					Deadline time.Time `json:"d"`
+					Deadline time.Time `json:"d"` // the store's lockValue
 				}
 				json.Unmarshal(ev.Kv.Value, &v)
-				l.method, l.deadline = v.Method, v.Deadline
+				l.deadline = v.Deadline
 				w.locks[name] = l
 			}
 			l.keys++
