@@ -38,16 +38,20 @@ type chaosRig struct {
 	driver  *racyDriver
 	addrs   []string // the replicas' listeners
 
-	mu    sync.Mutex
-	procs []*testutil.Process               // by replica
-	kills []chaosKill                       // the replicas killed
-	ctl   map[string][]csi.ControllerClient // tenant → a client per replica
+	locks *chaosLockWatch // the replicas' operation locks in etcd, watched from the start
+
+	mu           sync.Mutex
+	procs        []*testutil.Process               // by replica
+	kills        []chaosKill                       // the replicas killed
+	etcdRestarts [][2]time.Time                    // an etcd member's kill and its return to health
+	ctl          map[string][]csi.ControllerClient // tenant → a client per replica
 }
 
-// chaosKill is a replica killed: its process and when.
+// chaosKill is a replica killed: its process, when, and etcd's revision just after.
 type chaosKill struct {
 	pid int32
 	at  time.Time
+	rev int64
 }
 
 var chaosTenants = []string{"blue", "green"}
@@ -63,6 +67,7 @@ func startChaosRig(t *testing.T) *chaosRig {
 	t.Helper()
 	dir := t.TempDir()
 	r := &chaosRig{cluster: testutil.StartEtcd(t, 3), ctl: map[string][]csi.ControllerClient{}}
+	r.locks = watchChaosLocks(t, r.cluster, "/e2e/") // etcdStoreYAML's prefix
 	r.driver, _ = startRacyDriver(t, dir, 30*time.Millisecond)
 	r.sc = newSharedController(t, dir)
 	r.sc.admin = testutil.FreeAddr(t)
@@ -86,7 +91,8 @@ func startChaosRig(t *testing.T) *chaosRig {
 }
 
 // killReplica kills replica i with SIGKILL while one of its creates is in flight at the
-// backend (or after 10 s without one), and starts it again at once on the same address.
+// backend (or after 10 s without one), reads etcd's revision (the killed creates' locks all
+// exist in it), and starts the replica again at once on the same address.
 func (r *chaosRig) killReplica(t *testing.T, i int) {
 	r.mu.Lock()
 	p := r.procs[i]
@@ -96,8 +102,13 @@ func (r *chaosRig) killReplica(t *testing.T, i int) {
 		time.Sleep(time.Millisecond)
 	}
 	p.Kill()
+	kill := chaosKill{pid: pid, at: time.Now()}
+	var err error
+	if kill.rev, err = r.locks.revision(context.Background()); err != nil {
+		t.Errorf("reading etcd's revision after killing replica %d: %v", i, err)
+	}
 	r.mu.Lock()
-	r.kills = append(r.kills, chaosKill{pid: pid, at: time.Now()})
+	r.kills = append(r.kills, kill)
 	r.mu.Unlock()
 	p, _ = r.sc.startReplica(t, r.addrs[i])
 	r.mu.Lock()
@@ -482,35 +493,6 @@ func (d *racyDriver) concurrentCreates() int {
 		}
 	}
 	return n
-}
-
-// lockOutlive is, over every backend call still in flight when its replica was killed, the
-// longest time from that call's end at the driver to the arrival there of the next call of
-// the same method on the same object (from another process): how long the dead replica's lock
-// kept the object after its backend call could no longer be running. It returns how many such
-// calls were followed by another.
-func (d *racyDriver) lockOutlive(kills []chaosKill) (longest time.Duration, followed int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, k := range kills {
-		for _, c := range d.calls {
-			if c.pid != k.pid || !c.start.Before(k.at) || c.end.Before(k.at) {
-				continue
-			}
-			var next *backendCall
-			for i := range d.calls {
-				n := &d.calls[i]
-				if n.pid != c.pid && n.method == c.method && n.object == c.object && n.start.After(c.start) && (next == nil || n.start.Before(next.start)) {
-					next = n
-				}
-			}
-			if next != nil {
-				followed++
-				longest = max(longest, next.start.Sub(c.end))
-			}
-		}
-	}
-	return longest, followed
 }
 
 // overshoot is, per tenant, by how many volumes the backend ever held more than the quota.
