@@ -75,20 +75,17 @@ func newLedgerExportCommand() *cobra.Command {
 	var store, output string
 	cmd := subcommand("export --store STORE [-o FILE]", "Write the ledger's records as JSON to stdout or a file", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			s, err := openLedgerStore("--store", store, true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			d, err := tenancy.Export(cmd.Context(), s)
-			if err != nil {
-				return fmt.Errorf("export from %s: %w", store, err)
-			}
-			if err := writeDump(cmd.OutOrStdout(), output, d); err != nil {
-				return err
-			}
-			printSummary(cmd.ErrOrStderr(), "exported", d)
-			return nil
+			return withLedgerStore(store, func(s tenancy.Store) error {
+				d, err := tenancy.Export(cmd.Context(), s)
+				if err != nil {
+					return fmt.Errorf("export from %s: %w", store, err)
+				}
+				if err := writeDump(cmd.OutOrStdout(), output, d); err != nil {
+					return err
+				}
+				printSummary(cmd.ErrOrStderr(), "exported", d)
+				return nil
+			})
 		})
 	ledgerStoreFlag(cmd, &store, "store", "the ledger to export")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default stdout); written whole or not at all")
@@ -138,21 +135,18 @@ func newLedgerUnfenceCommand() *cobra.Command {
 	var store string
 	cmd := subcommand("unfence --store STORE", "Let gateways write to a ledger in etcd that migrate fenced", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			s, err := openLedgerStore("--store", store, true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			removed, err := tenancy.Unfence(cmd.Context(), s)
-			switch {
-			case err != nil:
-				return fmt.Errorf("unfence %s: %w", store, err)
-			case removed:
-				fmt.Fprintf(cmd.OutOrStdout(), "lifted the fence of %s: gateways using it write to it again\n", store)
-			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s has no fence\n", store)
-			}
-			return nil
+			return withLedgerStore(store, func(s tenancy.Store) error {
+				removed, err := tenancy.Unfence(cmd.Context(), s)
+				switch {
+				case err != nil:
+					return fmt.Errorf("unfence %s: %w", store, err)
+				case removed:
+					fmt.Fprintf(cmd.OutOrStdout(), "lifted the fence of %s: gateways using it write to it again\n", store)
+				default:
+					fmt.Fprintf(cmd.OutOrStdout(), "%s has no fence\n", store)
+				}
+				return nil
+			})
 		})
 	ledgerStoreFlag(cmd, &store, "store", "the ledger to unfence")
 	return cmd
@@ -269,6 +263,17 @@ func readDumpFile(stdin io.Reader, path string) (*tenancy.Dump, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return d, nil
+}
+
+// withLedgerStore runs do on the ledger that --store spec names, open as a source for the
+// length of do.
+func withLedgerStore(spec string, do func(tenancy.Store) error) error {
+	s, err := openLedgerStore("--store", spec, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return do(s)
 }
 
 // openLedgerStore opens a STORE given to flag: bbolt:PATH, etcd:URLS or config:FILE. A

@@ -40,19 +40,16 @@ func newLedgerHoldsCommand() *cobra.Command {
 			if output != "table" && output != "json" {
 				return usagef("--output %q: want table or json", output)
 			}
-			s, err := openLedgerStore("--store", store, true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			holds, err := tenancy.CreateHolds(cmd.Context(), s)
-			if err != nil {
-				return fmt.Errorf("create holds of %s: %w", store, err)
-			}
-			if output == "json" {
-				return writeHoldsJSON(cmd.OutOrStdout(), holds, time.Now())
-			}
-			return writeHoldsTable(cmd.OutOrStdout(), holds, time.Now())
+			return withLedgerStore(store, func(s tenancy.Store) error {
+				holds, err := tenancy.CreateHolds(cmd.Context(), s)
+				if err != nil {
+					return fmt.Errorf("create holds of %s: %w", store, err)
+				}
+				if output == "json" {
+					return writeHoldsJSON(cmd.OutOrStdout(), holds, time.Now())
+				}
+				return writeHoldsTable(cmd.OutOrStdout(), holds, time.Now())
+			})
 		})
 	cmd.Long = ledgerHoldsLong
 	ledgerStoreFlag(cmd, &store, "store", "the ledger")
@@ -64,17 +61,14 @@ func newLedgerReleaseHoldCommand() *cobra.Command {
 	var store, tenant, name string
 	cmd := subcommand("release-hold --store STORE --tenant TENANT --name NAME", "Delete a create's quota hold (first check the backend has no volume of that name)", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) error {
-			s, err := openLedgerStore("--store", store, true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			h, err := tenancy.ReleaseCreateHold(cmd.Context(), s, tenant, name)
-			if err != nil {
-				return fmt.Errorf("release-hold in %s: %w", store, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "released the hold of tenant %s's create of %s (%d bytes)\n", h.Tenant, h.Name, h.Bytes)
-			return nil
+			return withLedgerStore(store, func(s tenancy.Store) error {
+				h, err := tenancy.ReleaseCreateHold(cmd.Context(), s, tenant, name)
+				if err != nil {
+					return fmt.Errorf("release-hold in %s: %w", store, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "released the hold of tenant %s's create of %s (%d bytes)\n", h.Tenant, h.Name, h.Bytes)
+				return nil
+			})
 		})
 	cmd.Long = ledgerReleaseHoldLong
 	ledgerStoreFlag(cmd, &store, "store", "the ledger")
