@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -38,15 +37,7 @@ func TestRenamesNameRealFields(t *testing.T) {
 // TestVersionsDocNamesEveryRename keeps docs/versions.md's table of fields in step with
 // renames: every v0 field renames gives a v1 field is named there, beside its v1 name.
 func TestVersionsDocNamesEveryRename(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/versions.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, fields, ok := strings.Cut(string(doc), "### Fields")
-	if !ok {
-		t.Fatal("docs/versions.md has no ### Fields section")
-	}
-	fields, _, _ = strings.Cut(fields, "\n### ")
+	fields := versionsDocSection(t, "### Fields")
 	for msg, renamed := range renames {
 		for v1Field, v0Field := range renamed {
 			found := false

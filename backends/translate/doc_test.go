@@ -13,15 +13,7 @@ import (
 // code: every translated method, and every v1 method without a v0 equivalent (or its
 // service), is named there.
 func TestVersionsDocNamesEveryMethod(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/versions.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, methods, ok := strings.Cut(string(doc), "### Methods")
-	if !ok {
-		t.Fatal("docs/versions.md has no ### Methods section")
-	}
-	methods, _, _ = strings.Cut(methods, "\n### ")
+	methods := versionsDocSection(t, "### Methods")
 	named := func(full string) bool {
 		_, rest, _ := strings.Cut(strings.TrimPrefix(full, "/"), ".v")
 		rest = rest[strings.Index(rest, ".")+1:] // "Controller/CreateVolume"
@@ -48,4 +40,19 @@ func TestVersionsDocNamesEveryMethod(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// versionsDocSection is the text of docs/versions.md under heading, to the next ### heading.
+func versionsDocSection(t *testing.T, heading string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/versions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), heading)
+	if !ok {
+		t.Fatalf("docs/versions.md has no %s section", heading)
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	return section
 }

@@ -129,20 +129,7 @@ kind: PersistentVolumeClaim
 metadata: {name: tapped, namespace: default}
 spec: {storageClassName: tapped, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: tapped, namespace: default}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: c
-      image: %s
-      imagePullPolicy: Never
-      command: ["/bin/sleep", "3600"]
-      volumeMounts: [{name: v, mountPath: /data}]
-  volumes: [{name: v, persistentVolumeClaim: {claimName: tapped}}]
-`, tapDriverName, busyboxImage)), "apply", "-f", "-")
+`, tapDriverName)+sleeperPod("tapped", "tapped")), "apply", "-f", "-")
 	e.eventually(3*time.Minute, "the pod on the tapped driver's volume Ready", func() (bool, string) {
 		out, _ := k.try(nil, "get", "pod", "tapped", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True", out + "\n" + tap.tail(3)

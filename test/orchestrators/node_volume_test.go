@@ -243,7 +243,7 @@ spec:
 	})
 	step("snapshot ready (CreateSnapshot)")
 
-	k.kubectl([]byte(fmt.Sprintf(`apiVersion: v1
+	k.kubectl([]byte(`apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: restored, namespace: default}
 spec:
@@ -252,20 +252,7 @@ spec:
   resources: {requests: {storage: 128Mi}}
   dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: writer-snap}
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: reader, namespace: default}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: reader
-      image: %s
-      imagePullPolicy: Never
-      command: ["/bin/sleep", "3600"]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes: [{name: data, persistentVolumeClaim: {claimName: restored}}]
-`, busyboxImage)), "apply", "-f", "-")
+`+sleeperPod("reader", "restored")), "apply", "-f", "-")
 	e.eventually(3*time.Minute, "the pod reader Ready on the restored PVC", func() (bool, string) {
 		out, _ := k.try(nil, "get", "pod", "reader", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True", out + k.events("restored") + k.events("reader")
@@ -287,4 +274,23 @@ spec:
 		return strings.TrimSpace(out) == "", out
 	})
 	step("restored volume and snapshot deleted")
+}
+
+// sleeperPod is a Pod that mounts the PersistentVolumeClaim claim at /data and sleeps: a
+// consumer of a volume, Ready once its volume is staged and published.
+func sleeperPod(name, claim string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: %s
+      image: %s
+      imagePullPolicy: Never
+      command: ["/bin/sleep", "3600"]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: %s}}]
+`, name, name, busyboxImage, claim)
 }
