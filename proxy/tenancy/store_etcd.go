@@ -358,7 +358,11 @@ func (s *etcdStore) byName(ctx context.Context, kind Kind, name string) (string,
 func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r Record, h *hold) error {
 	objKey, usageKey := s.objectKey(kind, backendID), s.usageKey(r.Tenant)
 	return s.update(ctx, func() (bool, error) {
-		kvs, err := s.read(ctx, objKey, usageKey)
+		keys := []string{objKey, usageKey}
+		if r.Name != "" { // a create's record: its name's entry is read with the rest
+			keys = append(keys, s.nameKey(kind, r.Name))
+		}
+		kvs, err := s.read(ctx, keys...)
 		if err != nil {
 			return false, err
 		}
@@ -379,7 +383,17 @@ func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r R
 		delta := change(kind, old, merged)
 		if merged.Name != "" {
 			nameKey := s.nameKey(kind, merged.Name)
-			stale, staleCmps, staleOps, err := s.replacing(ctx, kind, backendID, merged, nameKey)
+			var entry *mvccpb.KeyValue
+			if r.Name != "" {
+				entry = kvs[2]
+			} else { // a record that names nothing keeps the old record's name
+				named, err := s.read(ctx, nameKey)
+				if err != nil {
+					return false, err
+				}
+				entry = named[0]
+			}
+			stale, staleCmps, staleOps, err := s.replacing(ctx, kind, backendID, merged, nameKey, entry)
 			if err != nil {
 				return false, err
 			}
@@ -404,19 +418,15 @@ func (s *etcdStore) record(ctx context.Context, kind Kind, backendID string, r R
 	})
 }
 
-// replacing reads the name's entry (nameKey) and returns the record a record of r replaces
-// (replaced), if any, with the compares that what it read is unchanged and the ops that forget
-// the replaced record (its name's entry is rewritten by the caller).
-func (s *etcdStore) replacing(ctx context.Context, kind Kind, backendID string, r Record, nameKey string) (*Record, []clientv3.Cmp, []clientv3.Op, error) {
-	kvs, err := s.read(ctx, nameKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cmps := []clientv3.Cmp{unchanged(nameKey, kvs[0])}
-	if kvs[0] == nil || string(kvs[0].Value) == backendID {
+// replacing returns the record a record of r replaces (replaced), if any, given the name's
+// entry as read (nameKey: entry), with the compares that what it read is unchanged and the ops
+// that forget the replaced record (its name's entry is rewritten by the caller).
+func (s *etcdStore) replacing(ctx context.Context, kind Kind, backendID string, r Record, nameKey string, entry *mvccpb.KeyValue) (*Record, []clientv3.Cmp, []clientv3.Op, error) {
+	cmps := []clientv3.Cmp{unchanged(nameKey, entry)}
+	if entry == nil || string(entry.Value) == backendID {
 		return nil, cmps, nil, nil
 	}
-	staleID := string(kvs[0].Value)
+	staleID := string(entry.Value)
 	staleKey := s.objectKey(kind, staleID)
 	skv, err := s.read(ctx, staleKey)
 	if err != nil {
